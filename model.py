@@ -16,8 +16,10 @@ embeddings). With default flags the model *is* nanoGPT's. The flags swap in:
 
 They compose; GPTConfig.__post_init__ rejects combinations that mean nothing.
 The fast path runs every softmax-family variant through
-F.scaled_dot_product_attention; a naive path that builds the T x T weights
-(used by cosine attention, by attention_maps() and by the tests) sits next to it.
+F.scaled_dot_product_attention (on CPU, training with dropout, through the same
+math written out, with cheaper dropout masks); a naive path that builds the
+T x T weights (used by cosine attention, by attention_maps() and by the tests)
+sits next to it.
 """
 
 import math
@@ -129,6 +131,47 @@ class RMSNorm(nn.Module):
         return F.rms_norm(upcast(x), self.weight.shape, self.weight.to(upcast(x).dtype), self.eps).type_as(x)
 
 
+class Dropout(nn.Module):
+    """Inverted dropout: y = x * m / (1 - p), m ~ Bernoulli(1 - p) per element.
+    On GPUs this is torch's fused kernel. On CPU torch draws a random double per element (bernoulli_) and in a small
+    model those draws cost about as much as all its matmuls; here each element gets 16 random bits instead, four per
+    64-bit draw, and the mask is applied in place (see results/bench_cpu.md for the step times). So on CPU p is
+    rounded to a multiple of 2^-16 (0.2 -> 0.1999969; FlashAttention rounds it to 2^-8), and 1 / (1 - p) uses the
+    rounded p: E[y] = x exactly."""
+
+    def __init__(self, p):
+        super().__init__()
+        self.p = p
+
+    def forward(self, x):
+        if not self.training or self.p == 0.0:
+            return x
+        if x.device.type != 'cpu':
+            return F.dropout(x, self.p, training=True)
+        n_drop = min(round(self.p * 65536), 65535)  # drop where the 16 bits, read as 0..65535, fall below n_drop
+        bits = torch.randint(-2 ** 63, 2 ** 63 - 1, (-(-x.numel() // 4),), dtype=torch.int64)
+        drop = bits.view(torch.int16)[:x.numel()].view(x.shape) < n_drop - 32768
+        return _ScaleMasked.apply(x, drop, 65536 / (65536 - n_drop))
+
+    def extra_repr(self):
+        return f"p={self.p}"
+
+
+class _ScaleMasked(torch.autograd.Function):
+    """y = x * scale, zero where drop: a linear map, so the backward is the same map of the gradient."""
+
+    @staticmethod
+    def forward(ctx, x, drop, scale):
+        ctx.save_for_backward(drop)
+        ctx.scale = scale
+        return (x * scale).masked_fill_(drop, 0.0)
+
+    @staticmethod
+    def backward(ctx, grad):
+        drop, = ctx.saved_tensors
+        return (grad * ctx.scale).masked_fill_(drop, 0.0), None, None
+
+
 def make_norm(config, dim):
     return LayerNorm(dim, config.bias) if config.norm == 'layernorm' else RMSNorm(dim)
 
@@ -169,8 +212,8 @@ class CausalSelfAttention(nn.Module):
             self.k_proj = nn.Linear(C, n_k * hd, bias=config.bias)
         self.v_proj = nn.Linear(C, self.n_kv_head * self.v_dim, bias=config.bias)
         self.c_proj = nn.Linear(H * self.v_dim, C, bias=config.bias)
-        self.attn_dropout = nn.Dropout(config.dropout)
-        self.resid_dropout = nn.Dropout(config.dropout)
+        self.attn_dropout = Dropout(config.dropout)
+        self.resid_dropout = Dropout(config.dropout)
         if config.attn == 'diff':
             # lambda_full = exp(lambda_q1 . lambda_k1) - exp(lambda_q2 . lambda_k2) + lambda_init
             d = depth + config.lambda_init_depth_offset
@@ -228,9 +271,6 @@ class CausalSelfAttention(nn.Module):
     def sdpa(self, q, k, v):
         """softmax(q k^T / sqrt(hd)) v through the fused kernel, with softmax-1 and unequal value size handled."""
         scale = q.size(-1) ** -0.5
-        if q.size(-1) != v.size(-1):
-            # diff: q, k have d channels, v has 2d. Kernels want equal head sizes; zero channels add 0 to q.k.
-            q, k = F.pad(q, (0, v.size(-1) - q.size(-1))), F.pad(k, (0, v.size(-1) - k.size(-1)))
         causal = self.causal
         if self.softmax1:
             # softmax-1 = softmax over the keys plus one zero key with a zero value: its logit is 0, so it adds
@@ -239,8 +279,23 @@ class CausalSelfAttention(nn.Module):
             k, v = F.pad(k, (0, 0, 1, 0)), F.pad(v, (0, 0, 1, 0))
             if causal:
                 q = F.pad(q, (0, 0, 1, 0))
-        y = F.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0,
-                                           is_causal=causal, scale=scale, enable_gqa=k.size(1) != q.size(1))
+        if self.training and self.dropout > 0 and q.device.type == 'cpu':
+            # With dropout_p > 0 SDPA leaves its fused CPU kernel for a math path that draws a random double per
+            # weight. This is that math path, top-left causal mask included, with the cheaper masks of Dropout.
+            if k.size(1) != q.size(1):  # GQA: query head h uses kv head h // n_rep
+                k, v = (t.repeat_interleave(q.size(1) // k.size(1), dim=1) for t in (k, v))
+            Tq, Tk = q.size(2), k.size(2)
+            # the causal mask as an additive bias inside the matmul: no extra pass over the scores, none in backward
+            bias = torch.full((Tq, Tk), float('-inf') if causal else 0.0, dtype=q.dtype, device=q.device).triu(1)
+            s = torch.baddbmm(bias, q.flatten(0, 1), k.flatten(0, 1).transpose(1, 2), alpha=scale)
+            y = self.attn_dropout(torch.softmax(s, dim=-1)) @ v.flatten(0, 1)
+            y = y.view(*q.shape[:-1], v.size(-1))
+        else:
+            if q.size(-1) != v.size(-1):
+                # diff: q, k have d channels, v has 2d. Kernels want equal head sizes; zero channels add 0 to q.k.
+                q, k = F.pad(q, (0, v.size(-1) - q.size(-1))), F.pad(k, (0, v.size(-1) - k.size(-1)))
+            y = F.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0,
+                                               is_causal=causal, scale=scale, enable_gqa=k.size(1) != q.size(1))
         return y[:, :, 1:] if self.softmax1 and causal else y
 
     def weights(self, q, k, lam=None):
@@ -307,7 +362,7 @@ class MLP(nn.Module):
         hidden = 64 * math.ceil(8 * config.n_embd / 3 / 64) if self.swiglu else 4 * config.n_embd
         self.c_fc = nn.Linear(config.n_embd, (2 if self.swiglu else 1) * hidden, bias=config.bias)
         self.c_proj = nn.Linear(hidden, config.n_embd, bias=config.bias)
-        self.dropout = nn.Dropout(config.dropout)
+        self.dropout = Dropout(config.dropout)
 
     def forward(self, x):
         h = self.c_fc(x)
@@ -343,7 +398,7 @@ class GPT(nn.Module):
         self.config = config
         self.transformer = nn.ModuleDict(dict(
             wte=nn.Embedding(config.vocab_size, config.n_embd),
-            drop=nn.Dropout(config.dropout),
+            drop=Dropout(config.dropout),
             h=nn.ModuleList([Block(config, depth) for depth in range(config.n_layer)]),
             ln_f=make_norm(config, config.n_embd),
         ))

@@ -1038,3 +1038,126 @@ def test_softmax_family_runs_through_sdpa(kw, monkeypatch):
     _, loss = m(idx, idx)
     loss.backward()
     assert len(calls) >= 2
+
+
+# ----------------------------------------------------------------------------------------------------------
+# dropout: the CPU masks (16 random bits per element) and the CPU math path that SDPA with dropout_p > 0 becomes
+
+@pytest.mark.parametrize('p', [0.1, 0.2, 0.5, 0.9])
+def test_cpu_dropout_rate_scale_and_independence(p):
+    """Each element is dropped with probability p (rounded to a multiple of 2^-16) independently: overall, in each
+    of the four 16-bit lanes of a 64-bit draw, and in adjacent pairs; kept elements are x / (1 - p); E[y] = x."""
+    d = M.Dropout(p).train()
+    n = 1 << 22
+    torch.manual_seed(0)
+    y = d(torch.ones(n))
+    p_eff = round(p * 65536) / 65536
+    assert abs(p_eff - p) <= 2 ** -17
+    dropped = y == 0
+    kept = y[~dropped]
+    assert torch.equal(kept, torch.full_like(kept, 1 / (1 - p_eff)))
+
+    def near(frac, want, count):  # within 6 standard errors of a binomial proportion
+        assert abs(frac - want) < 6 * math.sqrt(want * (1 - want) / count), (frac, want)
+
+    near(dropped.double().mean().item(), p_eff, n)
+    for lane in range(4):
+        near(dropped[lane::4].double().mean().item(), p_eff, n // 4)
+    near((dropped[:-1] & dropped[1:]).double().mean().item(), p_eff ** 2, n - 1)
+    near((dropped[:-4] & dropped[4:]).double().mean().item(), p_eff ** 2, n - 4)
+    assert abs(y.double().mean().item() - 1) < 6 * math.sqrt(p_eff / (1 - p_eff) / n)
+
+
+def test_cpu_dropout_identity_shapes_and_seeding():
+    x = torch.randn(3, 5, 7)  # 105 elements: not a multiple of the 4 lanes
+    assert M.Dropout(0.3).eval()(x) is x
+    assert M.Dropout(0.0).train()(x) is x
+    d = M.Dropout(0.3).train()
+    torch.manual_seed(1)
+    a = d(x)
+    torch.manual_seed(1)
+    b = d(x)
+    c = d(x)
+    assert a.shape == x.shape and torch.equal(a, b) and not torch.equal(a, c)
+    assert 0 < (a == 0).sum() < x.numel()
+    for dtype in (torch.float64, torch.bfloat16):
+        assert d(x.to(dtype)).dtype == dtype
+
+
+def test_cpu_dropout_backward_is_the_same_mask():
+    d = M.Dropout(0.4).train()
+    x = torch.randn(1000, dtype=F64, requires_grad=True)
+    g = torch.randn(1000, dtype=F64)
+    torch.manual_seed(2)
+    y = d(x)
+    y.backward(g)
+    keep = y.detach() != 0
+    torch.testing.assert_close(x.grad, torch.where(keep, g / (1 - round(0.4 * 65536) / 65536), 0.0))
+
+    def seeded(x):
+        torch.manual_seed(3)
+        return d(x)
+
+    assert torch.autograd.gradcheck(seeded, (torch.randn(40, dtype=F64, requires_grad=True),))
+
+
+SOFTMAX_GRID = [kw for kw in GRID if kw.get('attn', 'softmax') != 'cosine']
+
+
+@pytest.mark.parametrize('kw', SOFTMAX_GRID, ids=[gid(k) for k in SOFTMAX_GRID])
+def test_cpu_dropout_math_path_equals_sdpa(kw, monkeypatch):
+    """Training with dropout on CPU takes the math path inside sdpa() (never SDPA, never the naive weights());
+    with its masks keeping everything it equals SDPA: causal mask, softmax-1's zero key, diff's unequal
+    head sizes and GQA all carried over."""
+    m = randomize(make(**kw), gain=1.0)
+    a = m.transformer.h[0].attn
+    x = rand_x(m.config.n_embd)
+    with torch.no_grad():
+        want = a(x)  # eval: SDPA
+    a.dropout = 0.5  # the branch switch; attn_dropout and resid_dropout keep p = 0, so nothing is dropped
+
+    def no_call(*args, **kwargs):
+        raise AssertionError('SDPA or the naive path ran')
+
+    monkeypatch.setattr(torch.nn.functional, 'scaled_dot_product_attention', no_call)
+    monkeypatch.setattr(M.CausalSelfAttention, 'weights', no_call)
+    a.train()
+    with torch.no_grad():
+        got = a(x)
+    close(got, want)
+
+
+@pytest.mark.parametrize('kw', [dict(attn='softmax'), dict(attn='softmax', softmax1=True, n_kv_head=2),
+                                dict(attn='diff', causal=False), dict(attn='diffv2', n_kv_head=2)], ids=gid)
+def test_cpu_attention_dropout_is_applied_and_unbiased(kw):
+    """sdpa() with attention dropout 0.5 (CPU, training): single outputs are far from the eval output, and their
+    mean over 400 draws is within 6 standard errors of it everywhere. (Tested on sdpa() itself: diff's subln after
+    it is nonlinear, so the layer's output is not unbiased, in any implementation.)"""
+    m = randomize(make(**kw), gain=1.0)
+    a = m.transformer.h[0].attn
+    with torch.no_grad():
+        q, k, v = a.project(rand_x(m.config.n_embd, b=1, t=8))
+        if a.attn == 'diff':  # the first map of each pair: q, k of d channels against v of 2d
+            q, _, k, _ = a.split_pairs(q, k)
+        want = a.sdpa(q, k, v)
+        a.dropout, a.attn_dropout.p = 0.5, 0.5
+        a.train()
+        torch.manual_seed(0)
+        draws = torch.stack([a.sdpa(q, k, v) for _ in range(400)]).double()
+    assert dmax(draws[0], want) > TEETH
+    se = draws.std(0) / math.sqrt(len(draws))
+    assert ((draws.mean(0) - want.double()).abs() <= 6 * se + 1e-6).all()
+
+
+@pytest.mark.parametrize('kw', [dict(attn='softmax'), dict(attn='diff', softmax1=True, n_kv_head=2),
+                                dict(attn='diffv2', gate='elementwise'), dict(attn='cosine', symmetric=True)],
+                         ids=gid)
+def test_cpu_dropout_training_step_under_bf16_autocast(kw):
+    m = randomize(make(n_layer=2, dropout=0.2, **kw), gain=1.0).train()
+    idx = rand_idx(m.config.vocab_size)
+    with torch.autocast('cpu', dtype=torch.bfloat16):
+        _, loss = m(idx, idx)
+    loss.backward()
+    assert torch.isfinite(loss)
+    for n, p in m.named_parameters():
+        assert p.grad is not None and torch.isfinite(p.grad).all(), n
