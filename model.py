@@ -134,7 +134,7 @@ class RMSNorm(nn.Module):
 class Dropout(nn.Module):
     """Inverted dropout: y = x * m / (1 - p), m ~ Bernoulli(1 - p) per element.
     On GPUs this is torch's fused kernel. On CPU torch draws a random double per element (bernoulli_) and in a small
-    model those draws cost about as much as all its matmuls; here each element gets 16 random bits instead, four per
+    model those draws cost nearly as much as all its matmuls; here each element gets 16 random bits instead, four per
     64-bit draw, and the mask is applied in place (see results/bench_cpu.md for the step times). So on CPU p is
     rounded to a multiple of 2^-16 (0.2 -> 0.1999969; FlashAttention rounds it to 2^-8), and 1 / (1 - p) uses the
     rounded p: E[y] = x exactly."""
