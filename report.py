@@ -5,7 +5,8 @@ $ python report.py runs/shakespeare_cpu        # prints the markdown and writes 
 
 Run folders are named <variant>_<depth>_s<seed> (ablate.sh's layout). Tables:
   1. final loss, rows depth, columns the seed's variants, cells train/val (mean +- std over seeds), the best
-     val loss of each row in bold; a cell says 'missing' (no run) or 'FAILED' / 'unfinished' instead of a blank;
+     val loss of each row in bold; a cell says 'missing' (no run), '—' (no such config in configs/, so no run
+     was due) or 'FAILED' / 'unfinished' instead of a blank;
   2. the per-layer lambda table of every Differential model, columns lambda_1, lambda_2, lambda_init, lambda_full;
   3. the extra variants (gated, softmax-1, ...) in the same layout as 1.
 With matplotlib installed it also writes lambda_full.png and val_loss.png beside results.md.
@@ -18,6 +19,7 @@ import sys
 
 SEED_VARIANTS = ['nanogpt', 'diff', 'sym', 'diff_sym', 'norm_sym']  # the seed's columns, in its order
 NAMES = dict(nanogpt='nanogpt', diff='gpt+Diff', sym='gpt+Sym', diff_sym='gpt+Diff+Sym', norm_sym='Norm+Sym')
+CONFIGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'configs')
 RUN_RE = re.compile(r'^(?P<variant>.+)_(?P<depth>\d+L)_s(?P<seed>\d+)$')
 
 
@@ -69,8 +71,9 @@ def loss_table(runs, variants):
         cells = []
         for v in variants:
             cell = runs.get((v, d))
-            if cell is None:
-                cells.append('missing')
+            if cell is None:  # a pair ablate.sh skips for want of a config (e.g. gated_3L) is not missing
+                has_config = os.path.exists(os.path.join(CONFIGS, f'{v}_{d}.py'))
+                cells.append('missing' if has_config else '—')
                 continue
             ok = [s for s in cell['ok'] if s.get('final_val_loss') is not None]
             notes = [f"FAILED s{s}" for s in cell['failed']] + [f"unfinished s{s}" for s in cell['unfinished']]

@@ -43,7 +43,7 @@ def test_ablate_sweep_skip_resume_and_report(tmp_path):
     assert [l.split('|')[1].strip() for l in lam6.splitlines() if l.startswith('| ') and l[2].isdigit()] == \
         [str(i) for i in range(1, 7)]
     other = text.split('## Other variants')[1]
-    assert '| | gated |' in other and '| 6L |' in other and '| 3L | missing |' in other
+    assert '| | gated |' in other and '| 6L |' in other and '| 3L | — |' in other  # no gated_3L config
     # a re-launch skips finished runs and resumes an unfinished one from its checkpoint
     os.remove(root / 'nanogpt_3L_s1337' / 'summary.json')
     before = json.load(open(root / 'nanogpt_6L_s1337' / 'summary.json'))
@@ -86,9 +86,12 @@ def test_report_missing_failed_and_several_seeds(tmp_path):
     assert rows['3L'][0] == '1.10 ± 0.14/1.30 ± 0.14 (n=2)'
     assert rows['3L'][1] == '**0.90 ± 0.00/1.10 ± 0.00** (n=2)'  # best val of the row in bold
     assert rows['3L'][2] == 'FAILED s1'
-    assert rows['6L'] == ['**0.50/0.60**', 'unfinished s1', 'missing']
+    assert rows['6L'] == ['**0.50/0.60**', 'unfinished s1', 'missing']  # configs/sym_6L.py exists
     lam = text.split('Per-layer lambda, 3L')[1]
     layer1 = next(l for l in lam.splitlines() if l.startswith('| 1 |'))
     assert [c.strip() for c in layer1.split('|')[2:-1]] == ['1.00 ± 0.00', '0.80 ± 0.14', '0.50 ± 0.00',
                                                              '0.70 ± 0.14']
     assert (tmp_path / 'results.md').read_text() == text
+    _summary(tmp_path / 'gated_6L_s1', 0.4, 0.5)
+    other = report.render(str(tmp_path)).split('## Other variants')[1]
+    assert '| 3L | — |' in other and '| 6L | **0.40/0.50** |' in other  # configs/gated_3L.py does not exist
