@@ -133,9 +133,9 @@ class RMSNorm(nn.Module):
 
 class Dropout(nn.Module):
     """Inverted dropout: y = x * m / (1 - p), m ~ Bernoulli(1 - p) per element.
-    On GPUs this is torch's fused kernel. On CPU torch draws a random double per element (bernoulli_) and in a small
-    model those draws cost nearly as much as all its matmuls; here each element gets 16 random bits instead, four per
-    64-bit draw, and the mask is applied in place (see results/bench_cpu.md for the step times). So on CPU p is
+    On GPUs this is torch's fused kernel. On CPU torch's bernoulli_ makes a random double per element, and on the CI
+    machine those draws cost nearly as much as all of a small model's matmuls; here each element gets 16 random bits
+    instead, four per 64-bit draw, and the mask is applied in place (step times: results/bench_cpu.md). So on CPU p is
     rounded to a multiple of 2^-16 (0.2 -> 0.1999969; FlashAttention rounds it to 2^-8), and 1 / (1 - p) uses the
     rounded p: E[y] = x exactly."""
 
@@ -149,7 +149,7 @@ class Dropout(nn.Module):
         if x.device.type != 'cpu':
             return F.dropout(x, self.p, training=True)
         n_drop = min(round(self.p * 65536), 65535)  # drop where the 16 bits, read as 0..65535, fall below n_drop
-        bits = torch.randint(-2 ** 63, 2 ** 63 - 1, (-(-x.numel() // 4),), dtype=torch.int64)
+        bits = torch.empty(-(-x.numel() // 4), dtype=torch.int64, device=x.device).random_(-2 ** 63, None)  # all 64 bits
         drop = bits.view(torch.int16)[:x.numel()].view(x.shape) < n_drop - 32768
         return _ScaleMasked.apply(x, drop, 65536 / (65536 - n_drop))
 
@@ -281,15 +281,18 @@ class CausalSelfAttention(nn.Module):
                 q = F.pad(q, (0, 0, 1, 0))
         if self.training and self.dropout > 0 and q.device.type == 'cpu':
             # With dropout_p > 0 SDPA leaves its fused CPU kernel for a math path that draws a random double per
-            # weight. This is that math path, top-left causal mask included, with the cheaper masks of Dropout.
+            # weight. This is that math path, top-left causal mask included, with the cheaper masks of Dropout;
+            # like SDPA's, it computes in at least fp32 (autocast would run the matmuls and softmax in bf16).
             if k.size(1) != q.size(1):  # GQA: query head h uses kv head h // n_rep
                 k, v = (t.repeat_interleave(q.size(1) // k.size(1), dim=1) for t in (k, v))
-            Tq, Tk = q.size(2), k.size(2)
-            # the causal mask as an additive bias inside the matmul: no extra pass over the scores, none in backward
-            bias = torch.full((Tq, Tk), float('-inf') if causal else 0.0, dtype=q.dtype, device=q.device).triu(1)
-            s = torch.baddbmm(bias, q.flatten(0, 1), k.flatten(0, 1).transpose(1, 2), alpha=scale)
-            y = self.attn_dropout(torch.softmax(s, dim=-1)) @ v.flatten(0, 1)
-            y = y.view(*q.shape[:-1], v.size(-1))
+            Tq, Tk, dtype = q.size(2), k.size(2), v.dtype
+            with torch.autocast('cpu', enabled=False):
+                q, k, v = upcast(q), upcast(k), upcast(v)
+                # the causal mask as an additive bias of the matmul: nothing to do for it in the backward
+                bias = torch.full((Tq, Tk), float('-inf') if causal else 0.0, dtype=q.dtype, device=q.device).triu(1)
+                s = torch.baddbmm(bias, q.flatten(0, 1), k.flatten(0, 1).transpose(1, 2), alpha=scale)
+                y = self.attn_dropout(torch.softmax(s, dim=-1)) @ v.flatten(0, 1)
+            y = y.view(*q.shape[:-1], v.size(-1)).to(dtype)
         else:
             if q.size(-1) != v.size(-1):
                 # diff: q, k have d channels, v has 2d. Kernels want equal head sizes; zero channels add 0 to q.k.
