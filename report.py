@@ -17,8 +17,11 @@ import re
 import statistics
 import sys
 
-SEED_VARIANTS = ['nanogpt', 'diff', 'sym', 'diff_sym', 'norm_sym']  # the seed's columns, in its order
+_SEED = ['nanogpt', 'diff', 'sym', 'diff_sym', 'norm_sym']  # the seed's columns, in its order
+# ARCH=llama runs are named llama_<variant>: the same columns in the Diff paper's RMSNorm/SwiGLU/RoPE layer
+SEED_VARIANTS = _SEED + ['llama_' + v for v in _SEED]
 NAMES = dict(nanogpt='nanogpt', diff='gpt+Diff', sym='gpt+Sym', diff_sym='gpt+Diff+Sym', norm_sym='Norm+Sym')
+NAMES.update({'llama_' + v: 'llama ' + n for v, n in NAMES.items()})
 CONFIGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'configs')
 RUN_RE = re.compile(r'^(?P<variant>.+)_(?P<depth>\d+L)_s(?P<seed>\d+)$')
 
@@ -173,10 +176,12 @@ def render(root):
         raise SystemExit(f"report.py: no run folders (<variant>_<depth>_s<seed>) in {root}")
     seed_cols = [v for v in SEED_VARIANTS if any(vv == v for vv, _ in runs)]
     extra = sorted({v for v, _ in runs} - set(SEED_VARIANTS))
-    parts = [f'# Results: {root}', '', '## Final loss, train/val', '',
-             'Rows: depth; columns: the seed notes\' variants. Cells: train/val loss at the last evaluation '
-             '(mean ± std over seeds where there are several); bold: the lowest val loss of the row.', '',
-             loss_table(runs, seed_cols)]
+    parts = [f'# Results: {root}']
+    if seed_cols:
+        parts += ['', '## Final loss, train/val', '',
+                  'Rows: depth; columns: the seed notes\' variants. Cells: train/val loss at the last evaluation '
+                  '(mean ± std over seeds where there are several); bold: the lowest val loss of the row.', '',
+                  loss_table(runs, seed_cols)]
     lam = lambda_tables(runs)
     if lam:
         parts += ['', '## Per-layer lambda after training', '', lam]

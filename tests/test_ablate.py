@@ -95,3 +95,18 @@ def test_report_missing_failed_and_several_seeds(tmp_path):
     _summary(tmp_path / 'gated_6L_s1', 0.4, 0.5)
     other = report.render(str(tmp_path)).split('## Other variants')[1]
     assert '| 3L | — |' in other and '| 6L | **0.40/0.50** |' in other  # configs/gated_3L.py does not exist
+
+
+def test_report_llama_runs_in_the_seed_layout(tmp_path):
+    """ARCH=llama names runs llama_<variant>: they fill the seed's columns (in its order), not 'other variants'."""
+    _summary(tmp_path / 'llama_sym_6L_s1', 2.0, 2.2)
+    _summary(tmp_path / 'llama_nanogpt_6L_s1', 2.1, 2.1)
+    _summary(tmp_path / 'llama_diff_6L_s1', 2.3, 2.4, lambdas=[0.9])
+    _summary(tmp_path / 'llama_gated_6L_s1', 2.0, 2.0)
+    text = report.render(str(tmp_path))
+    table = text.split('## Final loss')[1].split('##')[0]
+    assert '| | llama nanogpt | llama gpt+Diff | llama gpt+Sym |' in table
+    assert '| 6L | **2.10/2.10** | 2.30/2.40 | 2.00/2.20 |' in table
+    assert 'llama gpt+Diff λ1' in text.split('## Per-layer lambda')[1]
+    other = text.split('## Other variants')[1].split('##')[0]
+    assert '| | llama_gated |' in other and 'llama_sym' not in other
