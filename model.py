@@ -269,7 +269,8 @@ class CausalSelfAttention(nn.Module):
         return q1, q2, k[:, 0::2], k[:, 1::2]
 
     def sdpa(self, q, k, v):
-        """softmax(q k^T / sqrt(hd)) v through the fused kernel, with softmax-1 and unequal value size handled."""
+        """softmax(q k^T / sqrt(hd)) v through the fused kernel (when training with dropout on CPU, through its math
+        written out), with softmax-1 and unequal value size handled."""
         scale = q.size(-1) ** -0.5
         causal = self.causal
         if self.softmax1:
