@@ -149,7 +149,8 @@ class Dropout(nn.Module):
         if x.device.type != 'cpu':
             return F.dropout(x, self.p, training=True)
         n_drop = min(round(self.p * 65536), 65535)  # drop where the 16 bits, read as 0..65535, fall below n_drop
-        bits = torch.empty(-(-x.numel() // 4), dtype=torch.int64, device=x.device).random_(-2 ** 63, None)  # all 64 bits
+        n_words = -(-x.numel() // 4)
+        bits = torch.empty(n_words, dtype=torch.int64, device=x.device).random_(-2 ** 63, None)  # all 64 bits
         drop = bits.view(torch.int16)[:x.numel()].view(x.shape) < n_drop - 32768
         return _ScaleMasked.apply(x, drop, 65536 / (65536 - n_drop))
 
