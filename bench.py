@@ -5,11 +5,12 @@ $ python bench.py                                   # the seed's 3-layer model, 
 $ python bench.py --seq 256 512 1024 2048 --batch_size 4 --dropout 0 0.2 --dtype float32 bfloat16
 $ python bench.py --variants softmax diff --compile 0 1 --json results/bench.json
 
-Each configuration runs in its own process (clean peak-memory figures, no shared caches): `warmup` steps, then
-the median of `steps` timed steps. Peak memory: CUDA's max allocated bytes above the resting state; on CPU the
-growth of the process's peak RSS from before the first step (activations, gradients, optimizer state). The table gives each variant's step time as a ratio to the softmax baseline of
-the same shape, dtype, dropout and compile setting. On CUDA it also checks that every softmax-family variant
-runs on a fused SDPA kernel (flash or memory-efficient), not on the math fallback. A benchmark, not a test.
+Each configuration runs in its own process (clean peak-memory figures, no shared caches): `warmup` steps, then the
+median of `steps` timed steps. Peak memory: CUDA's max allocated bytes above the resting state; on CPU the growth
+of the process's peak RSS from before the first step (activations, gradients, optimizer state). The table gives
+each variant's step time as a ratio to the softmax baseline of the same shape, dtype, dropout and compile setting.
+On CUDA it also checks that every softmax-family variant runs on a fused SDPA kernel (flash or memory-efficient),
+not on the math fallback. A benchmark, not a test.
 """
 import argparse
 import json
