@@ -13,7 +13,7 @@ TINY = ['--n_embd=32', '--n_head=2', '--block_size=16', '--batch_size=2', '--max
 
 
 def sweep(runs_dir, *extra):
-    env = dict(os.environ, PROFILE='cpu', VARIANTS='nanogpt diff_sym gated', DEPTHS='3L 6L', SWEEP='t',
+    env = dict(os.environ, PROFILE='cpu', VARIANTS='nanogpt diff_sym diff_gated', DEPTHS='3L 6L', SWEEP='t',
                RUNS_DIR=str(runs_dir), PYTHON=sys.executable)
     p = subprocess.run(['bash', os.path.join(ROOT, 'ablate.sh'), *TINY, *extra], env=env, capture_output=True,
                        text=True, timeout=900)
@@ -24,8 +24,8 @@ def sweep(runs_dir, *extra):
 def test_ablate_sweep_skip_resume_and_report(tmp_path):
     out = sweep(tmp_path)
     root = tmp_path / 't'
-    # gated has only a 6L config: the sweep runs what exists and skips the rest
-    expected = ['diff_sym_3L_s1337', 'diff_sym_6L_s1337', 'gated_6L_s1337', 'nanogpt_3L_s1337', 'nanogpt_6L_s1337']
+    # diff_gated has only a 6L config: the sweep runs what exists and skips the rest
+    expected = ['diff_gated_6L_s1337', 'diff_sym_3L_s1337', 'diff_sym_6L_s1337', 'nanogpt_3L_s1337', 'nanogpt_6L_s1337']
     assert sorted(d.name for d in root.iterdir() if d.is_dir()) == expected
     for name in expected:
         s = json.load(open(root / name / 'summary.json'))
@@ -43,7 +43,7 @@ def test_ablate_sweep_skip_resume_and_report(tmp_path):
     assert [l.split('|')[1].strip() for l in lam6.splitlines() if l.startswith('| ') and l[2].isdigit()] == \
         [str(i) for i in range(1, 7)]
     other = text.split('## Other variants')[1]
-    assert '| | gated |' in other and '| 6L |' in other and '| 3L | — |' in other  # no gated_3L config
+    assert '| | diff_gated |' in other and '| 6L |' in other and '| 3L | — |' in other  # no diff_gated_3L config
     # a re-launch skips finished runs and resumes an unfinished one from its checkpoint
     os.remove(root / 'nanogpt_3L_s1337' / 'summary.json')
     before = json.load(open(root / 'nanogpt_6L_s1337' / 'summary.json'))
@@ -92,9 +92,9 @@ def test_report_missing_failed_and_several_seeds(tmp_path):
     assert [c.strip() for c in layer1.split('|')[2:-1]] == ['1.00 ± 0.00', '0.80 ± 0.14', '0.50 ± 0.00',
                                                              '0.70 ± 0.14']
     assert (tmp_path / 'results.md').read_text() == text
-    _summary(tmp_path / 'gated_6L_s1', 0.4, 0.5)
+    _summary(tmp_path / 'diff_gated_6L_s1', 0.4, 0.5)
     other = report.render(str(tmp_path)).split('## Other variants')[1]
-    assert '| 3L | — |' in other and '| 6L | **0.40/0.50** |' in other  # configs/gated_3L.py does not exist
+    assert '| 3L | — |' in other and '| 6L | **0.40/0.50** |' in other  # configs/diff_gated_3L.py does not exist
 
 
 def test_report_llama_runs_in_the_seed_layout(tmp_path):
