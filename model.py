@@ -12,6 +12,7 @@ embeddings). With default flags the model *is* nanoGPT's. The flags swap in:
   gate=...         sigmoid output gate (Qiu et al. 2025), G1 after SDPA or G2 on V
   softmax1=True    softmax-1, exp(x_i) / (1 + sum_j exp(x_j)) (Kaul et al. 2025)
   n_kv_head=...    grouped-query attention
+  mask_self=True   a query does not attend to its own position (Reformer's shared-QK rule)
   norm/mlp/pos     the Diff paper's macro architecture: RMSNorm, SwiGLU, RoPE
 
 They compose; GPTConfig.__post_init__ rejects combinations that mean nothing.
@@ -19,11 +20,14 @@ The fast path runs every softmax-family variant through
 F.scaled_dot_product_attention (on CPU, training with dropout, through the same
 math written out, with cheaper dropout masks); a naive path that builds the
 T x T weights (used by cosine attention, by attention_maps() and by the tests)
-sits next to it.
+sits next to it. check_causal() is a black-box test that a causal model's
+logits do not depend on later tokens, for train.py to run before training.
 """
 
+import contextlib
 import math
 import os
+import warnings
 from dataclasses import dataclass, fields
 from typing import Optional
 
@@ -49,6 +53,7 @@ class GPTConfig:
     softmax1: bool = False    # every softmax in the layer becomes softmax-1
     n_kv_head: Optional[int] = None  # grouped-query attention; None = n_head
     causal: bool = True
+    mask_self: bool = False   # no query attends to its own key, unless it has no other (Kitaev et al. 2020)
     lambda_init: Optional[float] = None  # diff: a constant lambda_init instead of the depth schedule
     lambda_init_depth_offset: int = 0    # diff: schedule depth = layer index (0-based) + offset
     # --- macro architecture ---
@@ -135,9 +140,9 @@ class Dropout(nn.Module):
     """Inverted dropout: y = x * m / (1 - p), m ~ Bernoulli(1 - p) per element.
     On GPUs this is torch's fused kernel. On CPU torch's bernoulli_ makes a random double per element, and on the CI
     machine those draws cost nearly as much as all of a small model's matmuls; here each element gets 16 random bits
-    instead, four per 64-bit draw, and the mask is applied in place (step times: results/bench_cpu.md). So on CPU p is
-    rounded to a multiple of 2^-16 (0.2 -> 0.1999969; FlashAttention rounds it to 2^-8), and 1 / (1 - p) uses the
-    rounded p: E[y] = x exactly."""
+    instead, four per 64-bit draw (under torch.compile two per 32-bit draw), and the mask is applied in place (step
+    times: results/bench_cpu.md). So on CPU p is rounded to a multiple of 2^-16 (0.2 -> 0.1999969; FlashAttention
+    rounds it to 2^-8), and 1 / (1 - p) uses the rounded p: E[y] = x exactly."""
 
     def __init__(self, p):
         super().__init__()
@@ -149,8 +154,12 @@ class Dropout(nn.Module):
         if x.device.type != 'cpu':
             return F.dropout(x, self.p, training=True)
         n_drop = min(round(self.p * 65536), 65535)  # drop where the 16 bits, read as 0..65535, fall below n_drop
-        n_words = -(-x.numel() // 4)
-        bits = torch.empty(n_words, dtype=torch.int64, device=x.device).random_(-2 ** 63, None)  # all 64 bits
+        if torch.compiler.is_compiling():
+            # Dynamo cannot trace random_ (a graph break at every dropout) but traces randint; Inductor computes
+            # high - low in int64, so 32-bit draws (two masks each) rather than 64-bit ones, which would overflow
+            bits = torch.randint(-2 ** 31, 2 ** 31, (-(-x.numel() // 2),), dtype=torch.int32, device=x.device)
+        else:
+            bits = torch.empty(-(-x.numel() // 4), dtype=torch.int64, device=x.device).random_(-2 ** 63, None)
         drop = bits.view(torch.int16)[:x.numel()].view(x.shape) < n_drop - 32768
         return _ScaleMasked.apply(x, drop, 65536 / (65536 - n_drop))
 
@@ -199,6 +208,7 @@ class CausalSelfAttention(nn.Module):
         C, H = config.n_embd, config.n_head
         self.n_head, self.n_kv_head = H, config.n_kv_head or H
         self.attn, self.symmetric, self.softmax1, self.causal = config.attn, config.symmetric, config.softmax1, config.causal
+        self.mask_self = config.mask_self
         self.gate, self.gate_pos, self.dropout = config.gate, config.gate_pos, config.dropout
         self.head_dim = hd = config.head_dim
         # query heads and key heads of size hd, value heads of size v_dim:
@@ -271,7 +281,19 @@ class CausalSelfAttention(nn.Module):
 
     def sdpa(self, q, k, v):
         """softmax(q k^T / sqrt(hd)) v through the fused kernel (when training with dropout on CPU, through its math
-        written out), with softmax-1 and unequal value size handled."""
+        written out), with softmax-1, mask_self and unequal value size handled."""
+        T = q.size(2)
+        if not self.mask_self or T == 1:  # T = 1: the only key is the query's own, and it keeps it
+            return self._sdpa(q, k, v)
+        if not self.causal:
+            return self._sdpa(q, k, v, no_diag=True)  # every row has other keys
+        # mask_self under a causal mask: query t >= 1 sees keys 0..t-1, which is a causal SDPA of queries 1..T-1 over
+        # keys 0..T-2 (the mask is aligned top-left); query 0 has no other key and keeps key 0.
+        y0 = self._sdpa(q[:, :, :1], k[:, :, :1], v[:, :, :1])
+        return torch.cat((y0, self._sdpa(q[:, :, 1:], k[:, :, :-1], v[:, :, :-1])), dim=2)
+
+    def _sdpa(self, q, k, v, no_diag=False):
+        """sdpa() over the keys the causal mask allows; no_diag (non-causal only) hides key i from query i."""
         scale = q.size(-1) ** -0.5
         causal = self.causal
         if self.softmax1:
@@ -281,17 +303,23 @@ class CausalSelfAttention(nn.Module):
             k, v = F.pad(k, (0, 0, 1, 0)), F.pad(v, (0, 0, 1, 0))
             if causal:
                 q = F.pad(q, (0, 0, 1, 0))
+        Tq, Tk = q.size(2), k.size(2)
+        keep = None  # SDPA's boolean mask, True where query i may attend to key j
+        if no_diag:  # mask_self without a causal mask: query i loses key i (softmax-1: key i + 1, after the zero key)
+            keep = torch.arange(Tk, device=q.device) != torch.arange(Tq, device=q.device)[:, None] + (Tk - Tq)
         if self.training and self.dropout > 0 and q.device.type == 'cpu':
             # With dropout_p > 0 SDPA leaves its fused CPU kernel for a math path that draws a random double per
             # weight. This is that math path, top-left causal mask included, with the cheaper masks of Dropout;
             # like SDPA's, it computes in at least fp32 (autocast would run the matmuls and softmax in bf16).
             if k.size(1) != q.size(1):  # GQA: query head h uses kv head h // n_rep
                 k, v = (t.repeat_interleave(q.size(1) // k.size(1), dim=1) for t in (k, v))
-            Tq, Tk, dtype = q.size(2), k.size(2), v.dtype
+            dtype = v.dtype
             with torch.autocast('cpu', enabled=False):
                 q, k, v = upcast(q), upcast(k), upcast(v)
                 # the causal mask as an additive bias of the matmul: nothing to do for it in the backward
                 bias = torch.full((Tq, Tk), float('-inf') if causal else 0.0, dtype=q.dtype, device=q.device).triu(1)
+                if keep is not None:
+                    bias = bias.masked_fill(~keep, float('-inf'))
                 s = torch.baddbmm(bias, q.flatten(0, 1), k.flatten(0, 1).transpose(1, 2), alpha=scale)
                 y = self.attn_dropout(torch.softmax(s, dim=-1)) @ v.flatten(0, 1)
             y = y.view(*q.shape[:-1], v.size(-1)).to(dtype)
@@ -299,14 +327,26 @@ class CausalSelfAttention(nn.Module):
             if q.size(-1) != v.size(-1):
                 # diff: q, k have d channels, v has 2d. Kernels want equal head sizes; zero channels add 0 to q.k.
                 q, k = F.pad(q, (0, v.size(-1) - q.size(-1))), F.pad(k, (0, v.size(-1) - k.size(-1)))
-            y = F.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0,
-                                               is_causal=causal, scale=scale, enable_gqa=k.size(1) != q.size(1))
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, is_causal=causal, scale=scale,
+                                               dropout_p=self.dropout if self.training else 0.0,
+                                               enable_gqa=k.size(1) != q.size(1))
         return y[:, :, 1:] if self.softmax1 and causal else y
+
+    def allowed(self, T, device):
+        """(T, T) bool, True where query i may attend to key j: j <= i if causal; with mask_self not j = i,
+        unless key i is the only key of row i (causal row 0, or T = 1)."""
+        ok = torch.ones(T, T, dtype=torch.bool, device=device)
+        ok = ok.tril() if self.causal else ok
+        if self.mask_self:
+            eye = torch.eye(T, dtype=torch.bool, device=device)
+            others = ok & ~eye
+            ok = others | (eye & ~others.any(-1, keepdim=True))
+        return ok
 
     def weights(self, q, k, lam=None):
         """The naive path: attention weights (B, H, T, T) built explicitly from the formulas."""
         T = q.size(2)
-        mask = torch.ones(T, T, dtype=torch.bool, device=q.device).tril() if self.causal else None
+        mask = self.allowed(T, q.device) if self.causal or self.mask_self else None
 
         def one_map(q, k):
             k = k.repeat_interleave(q.size(1) // k.size(1), dim=1)  # GQA: query head h uses kv head h // n_rep
@@ -515,6 +555,77 @@ class GPT(nn.Module):
             probs = F.softmax(logits.float(), dim=-1)
             idx = torch.cat((idx, torch.multinomial(probs, num_samples=1)), dim=1)
         return idx
+
+
+class CausalityError(ValueError):
+    """A causal model whose logits at some position depend on a later token."""
+
+
+def check_causal(model, vocab_size, block_size, device, autocast_ctx=contextlib.nullcontext(), seed=0, batch_size=1):
+    """Raise CausalityError if the logits at some position depend on a later token. Black-box: it compares logits
+    only, so it covers every layer and every variant, including ones added later.
+
+    It runs the forward pass that training runs: `model` as given (torch.compile'd or not), in training mode, under
+    `autocast_ctx`, with autograd on (under torch.compile grad mode selects the graph: this is training's graph, not
+    an inference one), torch.manual_seed(seed) before every forward so that dropout draws the same masks each time.
+    Input: `batch_size` random sequences of length T = block_size (pass the training shape, so that a compiled model
+    is not compiled for a second one). Each check changes the token at one position t in every sequence: t = T // 2
+    tests half the positions against a token up to half a context away, t = T - 1 every position against the last
+    key, t = 1 position 0, which softmax-1 (its dummy query) and mask_self (the kept self key) treat specially.
+
+    Rule. With the causal mask a later key gets weight exp(-inf) = 0 exactly, and every other step acts per
+    position, so the logits at positions i < t are equal, bit for bit, with deterministic kernels. Position i < t
+    leaks if, maxima over the batch and the vocabulary,
+        max |dlogits_i| > 1e-6 * max_{j >= t} |dlogits_j| + 8 * noise,
+    noise = max |difference| of two forwards of the same input. The change at j >= t (position t's own logits
+    always change; it is of the size of the logits) scales the threshold to the model; 1e-6 of it is ~15 float32
+    roundings of the largest logit, while a real leak moves the logits by far more: at random init, where attention is
+    near uniform, one leaking layer of a 6-layer, T = 1024 model moves them by ~3e-4 of the change, one leaking head
+    of a 2-layer, T = 256 model by ~5e-4. noise is 0 with deterministic kernels; with nondeterministic ones it is
+    their reduction-order noise, which the second term keeps from tripping the check (and a warning says when it is
+    large enough to hide leaks). The RNG state and the model's train/eval mode are restored afterwards.
+    Cost: five forwards, and three (batch_size, T, vocab_size) float32 tensors of logits held at once. A DDP-wrapped
+    model works too; then every rank must call it (its forward is collective), and all reach the same verdict."""
+    T, dev = block_size, torch.device(device)
+    if T < 2 or vocab_size < 2:
+        return  # no earlier position, or no other token to put there
+    g = torch.Generator().manual_seed(seed)
+    idx = torch.randint(vocab_size, (batch_size, T), generator=g)
+    shift = torch.randint(1, vocab_size, (batch_size,), generator=g)  # a different token in every sequence
+
+    def logits(x):
+        torch.manual_seed(seed)
+        with autocast_ctx:
+            out, _ = model(x.to(dev), x.to(dev))  # with targets: the logits at every position
+        return out.detach().float()
+
+    was_training = model.training
+    model.train()
+    index = dev.index if dev.index is not None else getattr(torch.get_device_module(dev.type), 'current_device', int)()
+    try:
+        with torch.random.fork_rng(devices=[] if dev.type == 'cpu' else [index], device_type=dev.type):
+            base = logits(idx)
+            noise = (logits(idx) - base).abs_().max().item()
+            if noise > 1e-4 * base.abs().max().item():
+                warnings.warn(f"check_causal: two forwards of the same input differ by {noise:.3g}, so smaller "
+                              f"leaks go unnoticed (nondeterministic kernels, or randomness torch.manual_seed misses?)")
+            for t in sorted({1, T // 2, T - 1}):
+                perturbed = idx.clone()
+                perturbed[:, t] = (idx[:, t] + shift) % vocab_size
+                change = (logits(perturbed) - base).abs_().amax(dim=(0, 2)).cpu()  # per position
+                ref = change[t:].max().item()
+                tol = 1e-6 * ref + 8 * noise
+                leaks = (change[:t] > tol).nonzero()
+                if len(leaks):
+                    i = leaks[0].item()
+                    raise CausalityError(
+                        f"the model is not causal: changing only the token at position {t} changed the logits at "
+                        f"position {i} by {change[i].item():.3g} (tolerance {tol:.3g}; at positions >= {t}: "
+                        f"{ref:.3g}). Check that every attention call keeps its causal mask (is_causal=True, or the "
+                        f"mask of a naive path; an attn_mask replaces is_causal) and that no layer mixes positions "
+                        f"(a norm or pooling over the sequence, a shift in the wrong direction).")
+    finally:
+        model.train(was_training)
 
 
 CHECKPOINT_FORMAT = 'attn-gpt-ckpt-1'  # written by train.py into every checkpoint

@@ -156,11 +156,12 @@ def dims(cfg):
 def ref_attention(a, x, cfg, depth=0, wrong=(), info=None):
     """One attention layer (output after c_proj) and its effective weights (B, n_head, T, T), in float64,
     from the module's parameters and the formulas of the spec. `wrong` switches in deliberate mistakes.
-    `info` (a dict) receives 'min_pre_norm_rms' for diff: the smallest RMS of a head output before subln."""
+    `info` (a dict) receives 'min_pre_norm_rms' for diff: the smallest RMS of a head output before subln.
+    Differentiable in x (the parameters are constants), for the backward tests."""
     wrong = set(wrong)
     info = {} if info is None else info
     info['min_pre_norm_rms'] = math.inf
-    x = x.detach().double()
+    x = x.double()
     Bn, Tn, C = x.shape
     H = cfg.n_head
     KV = cfg.n_kv_head or H
@@ -186,6 +187,10 @@ def ref_attention(a, x, cfg, depth=0, wrong=(), info=None):
         for i in range(Tn):
             for j in range(i + 1, Tn):
                 allowed[i, j] = False
+    if cfg.mask_self and 'keep_self' not in wrong:
+        for i in range(Tn):  # Reformer: a query does not attend to itself, unless it has no other key
+            if allowed[i].sum() > 1:
+                allowed[i, i] = False
 
     def amap(q, k):  # q, k (B, T, hd) -> weights (B, T, T)
         if cfg.attn == 'cosine':
@@ -298,6 +303,26 @@ def _grid():
 GRID, GRID_INVALID = _grid()
 
 
+def _noself_grid():
+    """mask_self with every valid (attn, symmetric, softmax1, causal); gates, GQA and RoPE rotate through it."""
+    out = []
+    for attn, sym, sm1, causal in itertools.product(('softmax', 'diff', 'diffv2', 'cosine'), (False, True),
+                                                    (False, True), (True, False)):
+        if not spec_valid(attn, sym, sm1, None):
+            continue
+        i = len(out)
+        gate, gpos = GATES[i % len(GATES)]
+        kw = dict(attn=attn, symmetric=sym, softmax1=sm1, causal=causal, mask_self=True, gate=gate, gate_pos=gpos,
+                  n_kv_head=2 if not sym and i % 2 else None, pos='rope' if i % 3 == 0 else 'learned', bias=i % 4 < 2)
+        if kw['pos'] == 'rope':
+            kw.update(norm='rmsnorm', mlp='swiglu')
+        out.append(kw)
+    return out
+
+
+NOSELF = _noself_grid()  # mask_self=True: 24 compositions
+
+
 def gid(kw):
     kw = {**dict(attn='softmax', symmetric=False, gate='none', gate_pos='sdpa', softmax1=False, n_kv_head=None,
                  causal=True, pos='learned', bias=True), **kw}
@@ -307,6 +332,7 @@ def gid(kw):
     s += ['sm1'] if kw['softmax1'] else []
     s += [f"kv{kw['n_kv_head']}"] if kw['n_kv_head'] else []
     s += [] if kw['causal'] else ['bidir']
+    s += ['noself'] if kw.get('mask_self') else []
     s += ['rope'] if kw['pos'] == 'rope' else []
     s += ['rms'] if kw.get('norm') == 'rmsnorm' else []
     s += ['swiglu'] if kw.get('mlp') == 'swiglu' else []
@@ -333,6 +359,8 @@ def teeth(cfg):
         t += ['no_gate']
     if cfg.pos == 'rope':
         t += ['no_rope']
+    if cfg.mask_self:
+        t += ['keep_self']
     return t
 
 
@@ -345,7 +373,7 @@ def test_grid_validity_agrees_with_spec():
             GPTConfig(**{**BASE, **kw})
 
 
-@pytest.mark.parametrize('kw', GRID, ids=[gid(k) for k in GRID])
+@pytest.mark.parametrize('kw', GRID + NOSELF, ids=[gid(k) for k in GRID + NOSELF])
 def test_attention_matches_reference(kw):
     """Fast path (SDPA) and naive path of one layer equal the reference, weights included; wrong references differ."""
     m = make(**kw)
@@ -374,7 +402,7 @@ def test_attention_matches_reference(kw):
         assert dmax(y_bad, y_ref) > TEETH, f"the wrong reference {mistake!r} is indistinguishable"
 
 
-@pytest.mark.parametrize('kw', GRID, ids=[gid(k) for k in GRID])
+@pytest.mark.parametrize('kw', GRID + NOSELF, ids=[gid(k) for k in GRID + NOSELF])
 def test_causality(kw):
     """Causal: changing tokens after t changes no logit at <= t. Bidirectional: it does."""
     m = randomize(make(n_layer=2, **kw))
@@ -394,7 +422,7 @@ def test_causality(kw):
                 assert dmax(out[:, :t + 1], base[:, :t + 1]) > TEETH, "causal=False does not attend to the future"
 
 
-@pytest.mark.parametrize('kw', GRID, ids=[gid(k) for k in GRID])
+@pytest.mark.parametrize('kw', GRID + NOSELF, ids=[gid(k) for k in GRID + NOSELF])
 def test_bf16_autocast(kw):
     """Every composition runs forward + backward under CPU bf16 autocast, finite and close to fp32."""
     m = randomize(make(**kw), gain=1.0)
@@ -444,6 +472,7 @@ def test_default_config_is_nanogpt():
     assert (c.block_size, c.vocab_size, c.n_layer, c.n_head, c.n_embd, c.dropout, c.bias) == (1024, 50304, 12, 12, 768, 0.0, True)
     assert (c.attn, c.symmetric, c.gate, c.gate_pos, c.softmax1, c.n_kv_head, c.causal) == ('softmax', False, 'none', 'sdpa', False, None, True)
     assert (c.lambda_init, c.lambda_init_depth_offset, c.norm, c.mlp, c.pos) == (None, 0, 'layernorm', 'gelu', 'learned')
+    assert c.mask_self is False
 
     L, C, V, Tb = 2, 64, 61, 32
     m = make(n_layer=L)
@@ -509,6 +538,9 @@ MAPS = [dict(attn=a, softmax1=s, causal=c) for a in ('softmax', 'diff', 'diffv2'
         for c in (True, False) if not (a == 'cosine' and s)]
 MAPS += [dict(attn='diff', symmetric=True, gate='elementwise', pos='rope'), dict(attn='diff', n_kv_head=2, gate='headwise'),
          dict(attn='diffv2', n_kv_head=2, gate='elementwise', gate_pos='value'), dict(attn='cosine', n_kv_head=1)]
+MAPS += [dict(attn='softmax', symmetric=True, mask_self=True), dict(attn='diff', softmax1=True, mask_self=True),
+         dict(attn='diffv2', softmax1=True, causal=False, mask_self=True),
+         dict(attn='cosine', causal=False, mask_self=True)]
 
 
 @pytest.mark.parametrize('kw', MAPS, ids=[gid(k) for k in MAPS])
@@ -621,6 +653,85 @@ def test_softmax1_fast_path_large_logits():
     loss = a(x).square().mean()
     loss.backward()
     assert all(torch.isfinite(p.grad).all() for p in a.parameters() if p.grad is not None)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# mask_self: Reformer's shared-QK rule (Kitaev et al. 2020)
+
+@pytest.mark.parametrize('kw', NOSELF, ids=[gid(k) for k in NOSELF])
+def test_mask_self_paths_equal_reference_forward_backward(kw):
+    """In float64 each path (SDPA, the CPU dropout math path, the naive weights) equals the reference written from the
+    definition, output and input gradient, at T = 16 and at the edges T = 2 and T = 1 (one key: it is kept)."""
+    m = randomize(make(**kw)).double()
+    cfg, a = m.config, m.transformer.h[0].attn
+    tol = ATOL if cfg.pos == 'rope' else 1e-10  # the RoPE angles are a float32 buffer
+    for t in (T, 2, 1):
+        x = rand_x(cfg.n_embd, t=t).double().requires_grad_()
+        g = rand_x(cfg.n_embd, seed=8, t=t).double()
+        y_ref, w_ref = ref_attention(a, x, cfg)
+        gx_ref, = torch.autograd.grad((y_ref * g).sum(), x)
+        for path in ('sdpa', 'math', 'naive'):
+            a.train(path == 'math')
+            a.dropout = 0.5 if path == 'math' else 0.0  # the branch switch; the Dropout modules keep p = 0
+            y = a(x, return_weights=path == 'naive')
+            if path == 'naive':
+                y, w = y
+                close(w, w_ref, atol=tol, rtol=tol)
+            gx, = torch.autograd.grad((y * g).sum(), x)
+            close(y, y_ref, atol=tol, rtol=tol)
+            close(gx, gx_ref, atol=tol, rtol=tol)
+        if t > 1:  # the rule changes the answer wherever a row has another key
+            assert dmax(ref_attention(a, x, cfg, wrong=['keep_self'])[0], y_ref) > TEETH
+
+
+@pytest.mark.parametrize('causal', [True, False])
+def test_mask_self_diagonal_and_first_row(causal):
+    """mask_self empties the diagonal of every map, except causal row 0, whose only key keeps weight 1; with K = Q
+    and no mask_self the diagonal (q_t . q_t) is the largest weight of most rows."""
+    idx = rand_idx(61)
+    m = randomize(make(symmetric=True, causal=causal, mask_self=True, n_layer=2))
+    for w in m.attention_maps(idx):
+        d = w.diagonal(dim1=-2, dim2=-1)
+        assert (d[..., 1:] == 0).all()
+        assert (d[..., 0] == 1).all() if causal else (d[..., 0] == 0).all()
+        close(w.sum(-1), torch.ones(w.shape[:-1]))
+    assert (m.attention_maps(idx[:, :1])[0] == 1).all()  # T = 1: the only key stays
+    other = randomize(make(symmetric=True, causal=causal, n_layer=2))
+    w = other.attention_maps(idx)[0][..., 1:, :]
+    on_diag = (w.argmax(-1) == torch.arange(1, T)).double().mean().item()
+    assert on_diag > 0.5, on_diag
+
+
+@pytest.mark.parametrize('kw', [dict(), dict(causal=False), dict(attn='diff', softmax1=True),
+                                dict(attn='diffv2', softmax1=True, causal=False, n_kv_head=2)], ids=gid)
+def test_mask_self_runs_on_fused_sdpa(kw, monkeypatch):
+    """The training forward stays on SDPA. Causal: only is_causal=True calls without a mask (queries 1..T-1 over
+    keys 0..T-2, query 0 over key 0; softmax-1 adds its zero key and dummy query), so fused causal kernels apply.
+    Bidirectional: a boolean mask hiding exactly key i from query i (softmax-1: behind the zero key's column)."""
+    calls = []
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+
+    def spy(q, k, v, attn_mask=None, is_causal=False, **kwargs):
+        calls.append((q.size(2), k.size(2), attn_mask, is_causal))
+        return sdpa(q, k, v, attn_mask=attn_mask, is_causal=is_causal, **kwargs)
+
+    def no_naive(*args, **kwargs):
+        raise AssertionError('the naive T x T path ran in the training forward')
+
+    monkeypatch.setattr(torch.nn.functional, 'scaled_dot_product_attention', spy)
+    monkeypatch.setattr(M.CausalSelfAttention, 'weights', no_naive)
+    m = make(mask_self=True, **kw).train()
+    idx = rand_idx(61)
+    m(idx, idx)[1].backward()
+    sm1 = int(kw.get('softmax1', False))
+    if kw.get('causal', True):
+        assert sorted((tq, tk) for tq, tk, _, _ in calls) == [(1 + sm1, 1 + sm1), (T - 1 + sm1, T - 1 + sm1)]
+        assert all(mask is None and is_causal for _, _, mask, is_causal in calls)
+    else:
+        (tq, tk, mask, is_causal), = calls
+        assert (tq, tk, is_causal) == (T, T + sm1, False)
+        want = ~torch.eye(T, dtype=torch.bool)
+        assert torch.equal(mask, torch.cat((torch.ones(T, sm1, dtype=torch.bool), want), dim=1))
 
 
 def test_lambda_init_schedule():
@@ -1100,7 +1211,28 @@ def test_cpu_dropout_backward_is_the_same_mask():
     assert torch.autograd.gradcheck(seeded, (torch.randn(40, dtype=F64, requires_grad=True),))
 
 
-SOFTMAX_GRID = [kw for kw in GRID if kw.get('attn', 'softmax') != 'cosine']
+def test_cpu_dropout_under_compile_keeps_its_masks():
+    """Compiled (one graph: fullgraph=True), the CPU masks keep p rounded to 2^-16, the 1 / (1 - p) of the rounded p,
+    independent 16-bit lanes, and the same mask in the backward."""
+    torch._dynamo.reset()
+    d = torch.compile(M.Dropout(0.2).train(), backend='aot_eager', fullgraph=True)
+    n = 1 << 20
+    x = torch.ones(n, requires_grad=True)
+    torch.manual_seed(0)
+    y = d(x)
+    y.backward(torch.full((n,), 3.0))
+    torch._dynamo.reset()
+    p_eff = round(0.2 * 65536) / 65536
+    dropped = y.detach() == 0
+    assert torch.equal(y[~dropped], torch.full_like(y[~dropped], 1 / (1 - p_eff)))
+    torch.testing.assert_close(x.grad, torch.where(dropped, 0.0, 3 / (1 - p_eff)))
+    for frac, want, count in [(dropped.double().mean(), p_eff, n), (dropped[0::2].double().mean(), p_eff, n // 2),
+                              (dropped[1::2].double().mean(), p_eff, n // 2),
+                              ((dropped[:-1] & dropped[1:]).double().mean(), p_eff ** 2, n - 1)]:
+        assert abs(frac.item() - want) < 6 * math.sqrt(want * (1 - want) / count), (frac, want)
+
+
+SOFTMAX_GRID = [kw for kw in GRID + NOSELF if kw.get('attn', 'softmax') != 'cosine']
 
 
 @pytest.mark.parametrize('kw', SOFTMAX_GRID, ids=[gid(k) for k in SOFTMAX_GRID])
@@ -1189,3 +1321,194 @@ def test_cpu_dropout_training_step_under_bf16_autocast(kw):
     assert torch.isfinite(loss)
     for n, p in m.named_parameters():
         assert p.grad is not None and torch.isfinite(p.grad).all(), n
+
+
+# ----------------------------------------------------------------------------------------------------------
+# check_causal: the black-box guard train.py runs before training a causal model
+
+GUARDED = [dict(), dict(attn='diff'), dict(attn='diffv2', n_kv_head=2), dict(attn='cosine', symmetric=True),
+           dict(attn='cosine', n_kv_head=1), dict(symmetric=True), dict(gate='headwise'),
+           dict(attn='diff', gate='elementwise', gate_pos='value'), dict(softmax1=True, n_kv_head=2),
+           dict(pos='rope', norm='rmsnorm', mlp='swiglu'), dict(mask_self=True),
+           dict(attn='diff', symmetric=True, softmax1=True, mask_self=True, pos='rope')]
+TB = BASE['block_size']  # the guard checks whole blocks: t in (1, 16, 31)
+
+
+@pytest.mark.parametrize('dropout', [0.0, 0.2])
+@pytest.mark.parametrize('kw', GUARDED, ids=[gid(k) for k in GUARDED])
+def test_check_causal_passes_causal_models(kw, dropout):
+    """Every variant passes, with dropout in training mode too (the same seed before each forward, so the same
+    masks); the guard leaves the RNG state and the model's eval mode as they were."""
+    m = randomize(make(n_layer=2, dropout=dropout, **kw))
+    rng = torch.get_rng_state()
+    assert M.check_causal(m, 61, TB, 'cpu', batch_size=2) is None
+    assert not m.training
+    assert torch.equal(torch.get_rng_state(), rng)
+
+
+@pytest.mark.parametrize('kw', [dict(attn='diff', mask_self=True), dict(attn='cosine', symmetric=True)], ids=gid)
+def test_check_causal_under_bf16_autocast(kw):
+    m = make(n_layer=2, dropout=0.1, **kw).train()
+    M.check_causal(m, 61, TB, 'cpu', autocast_ctx=torch.autocast('cpu', dtype=torch.bfloat16))
+    assert m.training
+
+
+@pytest.mark.parametrize('kw,t,i', [(dict(), 1, 0), (dict(attn='diff'), 1, 0), (dict(softmax1=True), 1, 0),
+                                    (dict(attn='diffv2', n_kv_head=2), 1, 0), (dict(mask_self=True), TB // 2, 1)],
+                         ids=lambda v: gid(v) if isinstance(v, dict) else str(v))
+def test_check_causal_catches_dropped_is_causal(kw, t, i, monkeypatch):
+    """SDPA without is_causal in every layer of a model at its GPT init. mask_self computes query 0 alone (over key
+    0), so there the leak starts at query 1 and only the check at t = T // 2 sees it."""
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+
+    def no_causal(*args, **kwargs):
+        return sdpa(*args, **{**kwargs, 'is_causal': False})
+
+    monkeypatch.setattr(torch.nn.functional, 'scaled_dot_product_attention', no_causal)
+    m = make(n_layer=2, **kw)
+    with pytest.raises(M.CausalityError, match=f'token at position {t} changed the logits at position {i} by'):
+        M.check_causal(m, 61, TB, 'cpu')
+
+
+@pytest.mark.parametrize('kw', [dict(), dict(dropout=0.1), dict(attn='diff', dropout=0.1), dict(attn='cosine'),
+                                dict(attn='cosine', symmetric=True, dropout=0.1)], ids=gid)
+def test_check_causal_catches_one_layer_without_mask(kw):
+    """The second layer of three loses its causal mask: on SDPA, on the CPU dropout math path (training) and on the
+    naive path of cosine attention."""
+    m = make(n_layer=3, **kw)
+    m.transformer.h[1].attn.causal = False
+    with pytest.raises(M.CausalityError, match='token at position 1 changed the logits at position 0 by'):
+        M.check_causal(m, 61, TB, 'cpu')
+
+
+def _tril(T):
+    return torch.ones(T, T, dtype=torch.bool).tril()
+
+
+def _hole(mask, i, j):
+    mask[i, j] = True
+    return mask
+
+
+PLANTED = {  # a causal mask with one kind of hole, the position t whose check sees it, the first leaking position
+    'rows 5 and later see everything': (lambda T: _tril(T) | (torch.arange(T)[:, None] >= 5), TB // 2, 5),
+    'every query sees the last key': (lambda T: _tril(T) | (torch.arange(T) == T - 1), TB - 1, 0),
+    'query 0 also sees key 1': (lambda T: _hole(_tril(T), 0, 1), 1, 0),
+}
+
+
+@pytest.mark.parametrize('name', list(PLANTED))
+def test_check_causal_names_the_first_leaking_position(name, monkeypatch):
+    """Leaks that only one of the three checks (t = 1, T // 2, T - 1) sees, each in a model at its GPT init. One
+    layer: with more, a hole also passes on what the key it exposes has seen of earlier positions."""
+    allowed, t, i = PLANTED[name]
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+
+    def planted(q, k, v, attn_mask=None, is_causal=False, **kwargs):
+        return sdpa(q, k, v, attn_mask=allowed(q.size(2)), **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, 'scaled_dot_product_attention', planted)
+    m = make(n_layer=1)
+    with pytest.raises(M.CausalityError, match=f'token at position {t} changed the logits at position {i} by'):
+        M.check_causal(m, 61, TB, 'cpu')
+
+
+def test_check_causal_catches_a_one_head_leak_at_init(monkeypatch):
+    """A small leak: one head of one layer of a model at its GPT init, block 256, sees the future. It moves the earlier
+    logits by ~5e-4 of the change at the perturbed position, far above the guard's 1e-6."""
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    n_calls = []
+
+    def one_head(q, k, v, **kwargs):
+        n_calls.append(1)
+        y = sdpa(q, k, v, **kwargs)
+        if len(n_calls) % 2 == 1:  # the first of the two layers: head 0 without the causal mask
+            y = torch.cat((sdpa(q[:, :1], k[:, :1], v[:, :1], **{**kwargs, 'is_causal': False}), y[:, 1:]), dim=1)
+        return y
+
+    monkeypatch.setattr(torch.nn.functional, 'scaled_dot_product_attention', one_head)
+    m = make(n_layer=2, block_size=256)
+    with pytest.raises(M.CausalityError, match='token at position 1 changed the logits at position 0 by'):
+        M.check_causal(m, 61, 256, 'cpu')
+
+
+class _Jitter(torch.nn.Module):
+    """A model whose logits carry noise that torch.manual_seed does not control, like a nondeterministic kernel."""
+
+    def __init__(self, m, rel):
+        super().__init__()
+        self.m, self.rel, self.g = m, rel, torch.Generator().manual_seed(0)
+
+    def forward(self, idx, targets=None):
+        logits, loss = self.m(idx, targets)
+        return logits * (1 + self.rel * torch.randn(logits.shape, generator=self.g)), loss
+
+
+def test_check_causal_tolerates_run_to_run_noise():
+    """Noise of 1e-5 relative (tens of float32 roundings) in every logit is not a leak; a real leak on top is one;
+    noise large enough to hide leaks is reported."""
+    m = randomize(make(n_layer=2))
+    M.check_causal(_Jitter(m, 1e-5), 61, TB, 'cpu', batch_size=2)
+    m.transformer.h[0].attn.causal = False
+    with pytest.raises(M.CausalityError):
+        M.check_causal(_Jitter(m, 1e-5), 61, TB, 'cpu', batch_size=2)
+    m.transformer.h[0].attn.causal = True
+    with pytest.warns(UserWarning, match='differ'):
+        M.check_causal(_Jitter(m, 1e-3), 61, TB, 'cpu')
+
+
+def test_check_causal_on_a_compiled_model():
+    """torch.compile'd (Dynamo and AOTAutograd; the backend does not change what is traced), with dropout."""
+    torch._dynamo.reset()
+    m = make(n_layer=2, dropout=0.1, attn='diff', mask_self=True)
+    compiled = torch.compile(m, backend='aot_eager')
+    M.check_causal(compiled, 61, TB, 'cpu', batch_size=2)
+    m.transformer.h[1].attn.causal = False
+    torch._dynamo.reset()
+    with pytest.raises(M.CausalityError, match='token at position 1 changed the logits at position 0 by'):
+        M.check_causal(torch.compile(m, backend='aot_eager'), 61, TB, 'cpu', batch_size=2)
+    torch._dynamo.reset()
+
+
+def test_check_causal_compiles_the_training_graph():
+    """With autograd on and the training shape, the guard's graph is the one the training step then reuses: no
+    second compilation (a no_grad guard would compile an inference graph of its own)."""
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    m = make(n_layer=1, dropout=0.1)
+    compiled = torch.compile(m, backend=backend)
+    M.check_causal(compiled, 61, TB, 'cpu', batch_size=B)
+    assert len(graphs) == 1
+    compiled.train()
+    idx = rand_idx(61, t=TB)
+    compiled(idx, idx)[1].backward()
+    torch._dynamo.reset()
+    assert len(graphs) == 1
+
+
+# ----------------------------------------------------------------------------------------------------------
+# torch.compile: one graph per training forward (issue #12, item 8)
+
+FAMILIES = [dict(attn='softmax'), dict(attn='diff'), dict(attn='diffv2'), dict(attn='cosine'), dict(softmax1=True),
+            dict(gate='elementwise'), dict(symmetric=True), dict(mask_self=True),
+            dict(attn='diff', softmax1=True, mask_self=True, causal=False, n_kv_head=2, gate='headwise',
+                 gate_pos='value', pos='rope', norm='rmsnorm', mlp='swiglu')]
+
+
+@pytest.mark.parametrize('kw', FAMILIES, ids=gid)
+@pytest.mark.parametrize('dropout', [0.1, 0.0])
+def test_compile_has_no_graph_breaks_in_training(kw, dropout):
+    """Dynamo traces the whole training forward of every attention family into one graph, dropout on (on CPU the
+    cheap masks' random_ would break the graph at every dropout) or off."""
+    torch._dynamo.reset()
+    m = make(dropout=dropout, **kw).train()
+    idx = rand_idx(61)
+    e = torch._dynamo.explain(m)(idx, idx)
+    torch._dynamo.reset()
+    assert (e.graph_count, e.graph_break_count) == (1, 0), [str(r.reason)[:200] for r in e.break_reasons]
+
