@@ -24,7 +24,8 @@
 # Each run is configs/<variant>_<depth>.py in runs/<sweep>/<variant>_<depth>_s<seed>/, its console output in
 # train.log there. A run with summary.json is skipped; one with ckpt.pt is resumed; a failed run is reported,
 # marked with a FAILED file (its exit status) and the sweep goes on. A pair with no config file (e.g. gated_3L)
-# is skipped. The sweep ends with report.py, which writes runs/<sweep>/results.md.
+# is skipped. The sweep ends with report.py, which writes runs/<sweep>/results.md; then the exit status is 1 if any
+# run failed (so a script or CI can tell), else report.py's.
 set -u
 cd "$(dirname "$0")"
 
@@ -96,3 +97,9 @@ for depth in $DEPTHS; do
 done
 echo "sweep $ROOT: $done_ run, $skipped skipped, $failed failed, $(( $(date +%s) - start ))s"
 "$PYTHON" report.py "$ROOT"
+report_rc=$?
+if [ $failed -gt 0 ]; then
+  echo "ablate.sh: $failed run(s) failed (see FAILED above and their train.log); re-launch to retry them" >&2
+  exit 1
+fi
+exit $report_rc

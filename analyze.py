@@ -1,8 +1,8 @@
 """
 Diagnostics from the seed papers, measured on any checkpoint train.py writes.
 
-$ python analyze.py --out_dir=out/diff_6L                  # or --ckpt=path/to/ckpt.pt
-$ python analyze.py --out_dir=out/gated_6L --eval_iters=20 --batch_size=8
+$ python analyze.py --out_dir=out/diff_6L                  # or --ckpt=out/diff_6L/best.pt (the best val loss)
+$ python analyze.py --out_dir=out/gated_6L --eval_iters=20 --batch_size=8 --device=cuda --dtype=bfloat16
 
 Per layer and overall, on `eval_iters` validation batches:
   - first-token attention: the mean weight queries at positions >= 1 give to position 0, and the fraction of
@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from model import load_checkpoint
-from train import batch_rng, data_dir, get_batch, load_split
+from train import autocast_context, batch_rng, data_dir, get_batch, load_split, pick_dtype, resolve_device
 
 
 # --- the metrics, each on plain tensors so the tests can check them on constructed inputs
@@ -46,7 +46,7 @@ def first_token_heads(per_head):
 
 def kurtosis(x):
     """Plain (not excess) kurtosis across the last axis, averaged over the other axes: 3 for a Gaussian."""
-    x = x.double()
+    x = x.cpu().double()  # on the CPU: MPS has no float64
     d = x - x.mean(-1, keepdim=True)
     var = d.pow(2).mean(-1)
     return (d.pow(4).mean(-1) / var.pow(2).clamp_min(1e-30)).mean().item()
@@ -54,7 +54,7 @@ def kurtosis(x):
 
 def effective_rank(m):
     """exp(entropy of the normalised singular values) of each matrix in m (..., n, n), averaged."""
-    s = torch.linalg.svdvals(m.double())
+    s = torch.linalg.svdvals(m.cpu().double())
     p = s / s.sum(-1, keepdim=True).clamp_min(1e-30)
     ent = -(p * torch.log(p.clamp_min(1e-30))).sum(-1)
     return torch.exp(ent).mean().item()
@@ -120,8 +120,8 @@ def analyze(model, batches):
                 for qq, kk in score_maps:
                     kk = kk.repeat_interleave(qq.size(1) // kk.size(1), dim=1)
                     s = (qq.float() @ kk.float().transpose(-2, -1)) / math.sqrt(qq.size(-1))
-                    mask = torch.ones(s.shape[-2:], dtype=torch.bool).tril() if att.causal \
-                        else torch.ones(s.shape[-2:], dtype=torch.bool)
+                    mask = torch.ones(s.shape[-2:], dtype=torch.bool, device=s.device)
+                    mask = mask.tril() if att.causal else mask
                     vals = s[..., mask].abs()
                     a['logit_max'] = max(a['logit_max'], vals.max().item())
                     a['logits'].append(vals.median().item())
@@ -196,7 +196,7 @@ def heatmaps(model, x, path):
     maps = model.attention_maps(x[:1])
     fig, axes = plt.subplots(1, len(maps), figsize=(3 * len(maps), 3), squeeze=False)
     for ax, (i, w) in zip(axes[0], enumerate(maps)):
-        ax.imshow(w[0].float().mean(0).numpy(), cmap='viridis')
+        ax.imshow(w[0].float().mean(0).cpu().numpy(), cmap='viridis')
         ax.set_title(f'layer {i + 1}', fontsize=8)
         ax.axis('off')
     fig.savefig(path, dpi=110, bbox_inches='tight')
@@ -207,25 +207,34 @@ def heatmaps(model, x, path):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     ap.add_argument('--out_dir', default='out')
-    ap.add_argument('--ckpt', default=None, help='default: OUT_DIR/ckpt.pt')
+    ap.add_argument('--ckpt', default=None, help='default: OUT_DIR/ckpt.pt (the last state); OUT_DIR/best.pt holds '
+                    'the weights of the best val loss')
     ap.add_argument('--eval_iters', type=int, default=10)
     ap.add_argument('--batch_size', type=int, default=8)
     ap.add_argument('--seed', type=int, default=1337)
+    ap.add_argument('--device', default='auto', help="'auto' (cuda if present, else cpu), 'cpu', 'cuda', 'cuda:1', "
+                    "'mps'")
+    # full precision by default: the same numbers on every machine, and an int8 penalty of 1e-4 in loss is about
+    # the size of bf16's rounding ('auto' is bf16 on GPUs and on some CPUs)
+    ap.add_argument('--dtype', default='float32', choices=['auto', 'float32', 'bfloat16', 'float16'])
     args = ap.parse_args()
     path = args.ckpt or os.path.join(args.out_dir, 'ckpt.pt')
+    device, device_type = resolve_device(args.device)
+    dtype = pick_dtype(args.dtype, device_type)
     try:
-        model, ckpt = load_checkpoint(path, 'cpu')
+        model, ckpt = load_checkpoint(path, device)
     except (FileNotFoundError, ValueError) as e:
         raise SystemExit(f'error: {e}')
     cfg = ckpt['config']
     meta_path = os.path.join(data_dir(cfg['dataset']), 'meta.json')
     val = load_split(cfg['dataset'], 'val', json.load(open(meta_path)) if os.path.exists(meta_path) else {})
     T = model.config.block_size
-    batches = [get_batch(val, batch_rng(args.seed, 3, k), args.batch_size, T, 'cpu') for k in range(args.eval_iters)]
-    res = analyze(model, batches)
-    res['quantization'] = quantization(model, batches)
+    batches = [get_batch(val, batch_rng(args.seed, 3, k), args.batch_size, T, device) for k in range(args.eval_iters)]
+    with autocast_context(dtype, device_type):
+        res = analyze(model, batches)
+        res['quantization'] = quantization(model, batches)
     res.update(checkpoint=path, iter=ckpt['iter_num'], eval_iters=args.eval_iters, batch_size=args.batch_size,
-               model_args=ckpt['model_args'], optimizer=cfg.get('optimizer'))
+               model_args=ckpt['model_args'], optimizer=cfg.get('optimizer'), device=device, dtype=dtype)
     folder = os.path.dirname(os.path.abspath(path))
     with open(os.path.join(folder, 'analysis.json.tmp'), 'w') as f:
         json.dump(res, f, indent=1)

@@ -4,6 +4,7 @@ to the answer versus the rest of the haystack ("attention noise"), as in the Dif
 
 $ python needle_eval.py --out_dir=out/needle_diff                     # one model
 $ python needle_eval.py --out_dir out/needle_nanogpt out/needle_diff  # several: one table row each
+$ python needle_eval.py --out_dir out/needle_diff --ckpt_name best.pt --device cuda --dtype bfloat16
 
 For every needle count N and depth (where the first queried needle sits in the haystack), `n_eval` fresh records
 are drawn (a seed the training and validation sets do not use). Accuracy: the argmax prediction at the first
@@ -11,8 +12,9 @@ query equals its needle's value. Attention, at the first query position (the tok
 is the answer), from GPT.attention_maps, averaged over heads, layers and records:
   answer: the weight on the queried needle's two tokens (key and value);
   noise:  the weight on every other haystack token (filler and the other needles).
-Writes needle_eval.json in each run folder; with matplotlib, needle_attention.png (one record's attention
-of the first query, per layer, over positions).
+Each run folder's checkpoint is --ckpt_name: ckpt.pt (the last state, the default) or best.pt (the weights of the
+best val loss). Writes needle_eval.json in each run folder; with matplotlib, needle_attention.png (one record's
+attention of the first query, per layer, over positions).
 """
 import argparse
 import json
@@ -23,7 +25,7 @@ import numpy as np
 import torch
 
 from model import load_checkpoint
-from train import data_dir
+from train import autocast_context, data_dir, pick_dtype, resolve_device
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'data', 'needle'))
 from prepare import make_record  # noqa: E402
@@ -40,7 +42,7 @@ def attention_split(w, needle_pos, queried, query_pos, haystack_len):
 
 
 @torch.no_grad()
-def evaluate(model, meta, needles, depths, n_eval, seed):
+def evaluate(model, meta, needles, depths, n_eval, seed, device='cpu'):
     T1 = meta['record_len']
     grid = {}
     for n in needles:
@@ -48,7 +50,7 @@ def evaluate(model, meta, needles, depths, n_eval, seed):
             rng = np.random.default_rng([seed, 7, n, int(depth * 1000)])
             recs = [make_record(rng, T1, n, meta['n_queries'], meta['n_keys'], meta['n_values'], meta['n_filler'],
                                 depth) for _ in range(n_eval)]
-            x = torch.from_numpy(np.stack([r[0][:-1] for r in recs]).astype(np.int64))
+            x = torch.from_numpy(np.stack([r[0][:-1] for r in recs]).astype(np.int64)).to(device)
             logits, _ = model(x, x)  # targets make the model return logits at every position
             maps = model.attention_maps(x)
             correct, ans, noise = [], [], []
@@ -64,7 +66,7 @@ def evaluate(model, meta, needles, depths, n_eval, seed):
     return grid
 
 
-def heatmap(model, meta, path, seed):
+def heatmap(model, meta, path, seed, device='cpu'):
     try:
         import matplotlib
         matplotlib.use('Agg')
@@ -74,8 +76,8 @@ def heatmap(model, meta, path, seed):
     rng = np.random.default_rng([seed, 8])
     tok, _, info = make_record(rng, meta['record_len'], meta['max_needles'], meta['n_queries'], meta['n_keys'],
                                meta['n_values'], meta['n_filler'], 0.5)
-    x = torch.from_numpy(tok[None, :-1].astype(np.int64))
-    rows = np.stack([m[0, :, info['query_pos'][0], :].float().mean(0).numpy() for m in model.attention_maps(x)])
+    x = torch.from_numpy(tok[None, :-1].astype(np.int64)).to(device)
+    rows = np.stack([m[0, :, info['query_pos'][0], :].float().mean(0).cpu().numpy() for m in model.attention_maps(x)])
     fig, ax = plt.subplots(figsize=(8, 1 + 0.4 * len(rows)))
     ax.imshow(rows, aspect='auto', cmap='viridis')
     p = info['needle_pos'][info['queried'][0]]
@@ -93,11 +95,20 @@ def main():
     ap.add_argument('--depths', nargs='+', type=float, default=[0.0, 0.25, 0.5, 0.75, 1.0])
     ap.add_argument('--n_eval', type=int, default=100, help='records per (needles, depth) cell')
     ap.add_argument('--seed', type=int, default=1)
+    ap.add_argument('--ckpt_name', default='ckpt.pt', help="the checkpoint in each run folder: 'ckpt.pt' (the last "
+                    "state) or 'best.pt' (the weights of the best val loss)")
+    ap.add_argument('--device', default='auto', help="'auto' (cuda if present, else cpu), 'cpu', 'cuda', 'cuda:1', "
+                    "'mps'")
+    # full precision by default: the same numbers on every machine ('auto' is bf16 on some CPUs)
+    ap.add_argument('--dtype', default='float32', choices=['auto', 'float32', 'bfloat16', 'float16'])
     args = ap.parse_args()
+    device, device_type = resolve_device(args.device)
+    dtype = pick_dtype(args.dtype, device_type)
     rows = []
     for out in args.out_dir:
+        path = os.path.join(out, args.ckpt_name)
         try:
-            model, ckpt = load_checkpoint(os.path.join(out, 'ckpt.pt'), 'cpu')
+            model, ckpt = load_checkpoint(path, device)
         except (FileNotFoundError, ValueError) as e:
             raise SystemExit(f'error: {e}')
         model.eval()
@@ -106,9 +117,10 @@ def main():
         if meta.get('tokenizer') != 'needle':
             raise SystemExit(f"error: {out} was not trained on the needle task (dataset {ckpt['config']['dataset']})")
         needles = args.needles or sorted({1, 2} | set(range(4, meta['max_needles'] + 1, 2)) | {meta['max_needles']})
-        grid = evaluate(model, meta, needles, args.depths, args.n_eval, args.seed)
-        res = dict(checkpoint=os.path.join(out, 'ckpt.pt'), iter=ckpt['iter_num'], needles=needles,
-                   depths=args.depths, n_eval=args.n_eval,
+        with autocast_context(dtype, device_type):
+            grid = evaluate(model, meta, needles, args.depths, args.n_eval, args.seed, device)
+        res = dict(checkpoint=path, iter=ckpt['iter_num'], needles=needles, depths=args.depths, n_eval=args.n_eval,
+                   device=device, dtype=dtype,
                    cells=[dict(needles=n, depth=d, **v) for (n, d), v in grid.items()],
                    by_needles={n: dict(accuracy=float(np.mean([grid[(n, d)]['accuracy'] for d in args.depths])),
                                        answer_attention=float(np.mean([grid[(n, d)]['answer_attention']
@@ -119,7 +131,7 @@ def main():
         with open(os.path.join(out, 'needle_eval.json.tmp'), 'w') as f:
             json.dump(res, f, indent=1)
         os.replace(os.path.join(out, 'needle_eval.json.tmp'), os.path.join(out, 'needle_eval.json'))
-        heatmap(model, meta, os.path.join(out, 'needle_attention.png'), args.seed)
+        heatmap(model, meta, os.path.join(out, 'needle_attention.png'), args.seed, device)
         rows.append((os.path.basename(os.path.normpath(out)), res, grid))
     needles, depths = rows[0][1]['needles'], args.depths
     print('Retrieval accuracy by number of needles (mean over depths):\n')

@@ -2,33 +2,32 @@
 Sample from a trained model.
 
 $ python sample.py --out_dir=out/diff_sym_6L --start="ROMEO:" --num_samples=3 --max_new_tokens=300
-$ python sample.py --ckpt=path/to/ckpt.pt --start=FILE:prompt.txt
+$ python sample.py --ckpt=out/diff_sym_6L/best.pt --start=FILE:prompt.txt    # the weights of the best val loss
 """
 import argparse
-import contextlib
 import json
 import os
 
 import torch
 
 from model import load_checkpoint
-from train import data_dir, pick_dtype
+from train import autocast_context, data_dir, pick_dtype, resolve_device
 
 ap = argparse.ArgumentParser(description='Sample text from a checkpoint written by train.py.')
 ap.add_argument('--out_dir', default='out', help='run folder holding ckpt.pt')
-ap.add_argument('--ckpt', default=None, help='checkpoint path (default: OUT_DIR/ckpt.pt)')
+ap.add_argument('--ckpt', default=None, help='checkpoint path (default: OUT_DIR/ckpt.pt, the last state; '
+                'OUT_DIR/best.pt holds the weights of the best val loss)')
 ap.add_argument('--start', default='\n', help='prompt text, or FILE:path to read it from a file')
 ap.add_argument('--num_samples', type=int, default=3)
 ap.add_argument('--max_new_tokens', type=int, default=500)
 ap.add_argument('--temperature', type=float, default=0.8, help='< 1 sharpens, > 1 flattens the distribution')
 ap.add_argument('--top_k', type=int, default=200, help='keep only the top_k most likely tokens (0: all)')
 ap.add_argument('--seed', type=int, default=1337)
-ap.add_argument('--device', default='auto')
+ap.add_argument('--device', default='auto', help="'auto' (cuda if present, else cpu), 'cpu', 'cuda', 'cuda:1', 'mps'")
 ap.add_argument('--dtype', default='auto', choices=['auto', 'float32', 'bfloat16', 'float16'])
 args = ap.parse_args()
 
-device = args.device if args.device != 'auto' else ('cuda' if torch.cuda.is_available() else 'cpu')
-device_type = 'cuda' if device.startswith('cuda') else device
+device, device_type = resolve_device(args.device)
 dtype = pick_dtype(args.dtype, device_type)
 torch.manual_seed(args.seed)
 torch.cuda.manual_seed(args.seed)
@@ -62,8 +61,7 @@ if unknown:
     raise SystemExit(f"error: the prompt has characters the model's vocabulary lacks: {unknown!r}")
 x = torch.tensor(encode(start), dtype=torch.long, device=device)[None, ...]
 
-ctx = contextlib.nullcontext() if dtype == 'float32' else torch.autocast(device_type, dtype=getattr(torch, dtype))
-with torch.no_grad(), ctx:
+with torch.no_grad(), autocast_context(dtype, device_type):
     for _ in range(args.num_samples):
         y = model.generate(x, args.max_new_tokens, temperature=args.temperature, top_k=args.top_k or None)
         print(decode(y[0].tolist()))

@@ -27,14 +27,15 @@ from dataclasses import asdict, fields
 import numpy as np
 import torch
 
-from model import GPT, GPTConfig, load_checkpoint, CHECKPOINT_FORMAT
+from model import GPT, GPTConfig, check_causal, load_checkpoint, CHECKPOINT_FORMAT
 
 # -----------------------------------------------------------------------------------------------------------
 # default config values; model keys come from GPTConfig (vocab_size None = take it from the dataset's meta.json)
 DEFAULTS = dict(
     # I/O
     out_dir='out', eval_interval=250, log_interval=10, eval_iters=200, eval_only=False,
-    always_save_checkpoint=True,  # False: write ckpt.pt at an eval only when val loss improved (nanoGPT)
+    always_save_checkpoint=True,  # False: write ckpt.pt at an eval only when val loss improved (nanoGPT);
+                                  # best.pt (the best val loss's weights) is written at every improvement either way
     init_from='scratch',          # 'scratch' | 'resume' (from out_dir/ckpt.pt)
     seed=1337,
     # wandb
@@ -196,14 +197,30 @@ def cpu_has_fast_bf16():
     return 'amx_bf16' in flags or 'avx512_bf16' in flags
 
 
+def resolve_device(device):
+    """'auto' -> 'cuda' when CUDA is available, else 'cpu'. Returns (device, device_type), e.g. ('cuda:1', 'cuda')."""
+    if device == 'auto':
+        device = 'cuda' if torch.cuda.is_available() else 'cpu'
+    return device, ('cuda' if device.startswith('cuda') else device.split(':')[0])
+
+
 def pick_dtype(dtype, device_type):
     if dtype != 'auto':
         return dtype
     if device_type == 'cuda':
-        return 'bfloat16' if torch.cuda.is_bf16_supported() else 'float16'
+        # without including_emulation=False, pre-Ampere GPUs (V100, T4) count as bf16-capable through a slow
+        # emulation; they get fp16 with the GradScaler instead
+        return 'bfloat16' if torch.cuda.is_bf16_supported(including_emulation=False) else 'float16'
     if device_type == 'cpu' and cpu_has_fast_bf16():
         return 'bfloat16'
     return 'float32'
+
+
+def autocast_context(dtype, device_type):
+    """Mixed precision for dtype 'bfloat16' or 'float16'; nothing for 'float32'. Reusable across `with` blocks."""
+    if dtype == 'float32':
+        return contextlib.nullcontext()
+    return torch.autocast(device_type, dtype=dict(bfloat16=torch.bfloat16, float16=torch.float16)[dtype])
 
 
 GPU_PEAK_FLOPS = {  # dense bf16/fp16 tensor-core peaks, FLOP/s
@@ -267,6 +284,29 @@ def lambda_metrics(rows):
                            ('init', 'lambda_init'))}
 
 
+def refuse_to_overwrite(ckpt_path, best_path):
+    """A run from scratch must not replace another run's checkpoints."""
+    if os.path.exists(ckpt_path):
+        raise FileExistsError(f"{ckpt_path} exists: continue it with --init_from=resume, or pick another "
+                              f"--out_dir (or delete that folder) to start from scratch")
+    if os.path.exists(best_path):
+        raise FileExistsError(f"{best_path} exists (the best weights of an earlier run, without its ckpt.pt): "
+                              f"pick another --out_dir, or move that file away to start from scratch")
+
+
+def log_step_sync(loss_sum, stop, ddp, world):
+    """At a log step: (the step's training loss, whether to stop). loss_sum is the mean loss over this rank's
+    micro-batches; under DDP one all-reduce, at log steps only, turns it into the mean over every micro-batch of
+    every rank (the loss of the equivalent 1-process run) and stops all ranks if any was asked to stop."""
+    if not ddp:
+        return loss_sum.item(), stop
+    import torch.distributed as dist
+    both = torch.stack([loss_sum.float(), torch.tensor(float(stop), device=loss_sum.device)])
+    dist.all_reduce(both)  # a sum: gloo has no average
+    loss_total, stops = both.tolist()
+    return loss_total / world, stops > 0
+
+
 class GracefulExit:
     """The first Ctrl-C or SIGTERM asks the loop to save a checkpoint and stop; a second Ctrl-C stops at once."""
 
@@ -290,9 +330,7 @@ def main(argv):
 
     # --- distributed setup: torchrun sets RANK, LOCAL_RANK and WORLD_SIZE
     ddp = int(os.environ.get('RANK', -1)) != -1
-    device = cfg['device']
-    if device == 'auto':
-        device = 'cuda' if torch.cuda.is_available() else 'cpu'
+    device, device_type = resolve_device(cfg['device'])
     if ddp:
         import torch.distributed as dist
         rank, local_rank, world = int(os.environ['RANK']), int(os.environ['LOCAL_RANK']), int(os.environ['WORLD_SIZE'])
@@ -306,19 +344,17 @@ def main(argv):
     else:
         rank, local_rank, world = 0, 0, 1
     master = rank == 0
-    device_type = 'cuda' if device.startswith('cuda') else device.split(':')[0]
     dtype = pick_dtype(cfg['dtype'], device_type)
     accum = cfg['gradient_accumulation_steps'] // world  # micro-batches per process per step
     B, T = cfg['batch_size'], cfg['block_size']
     tokens_per_iter = cfg['gradient_accumulation_steps'] * B * T
     out_dir = cfg['out_dir']
-    ckpt_path = os.path.join(out_dir, 'ckpt.pt')
+    ckpt_path, best_path = os.path.join(out_dir, 'ckpt.pt'), os.path.join(out_dir, 'best.pt')
 
     if master:
         os.makedirs(out_dir, exist_ok=True)
-        if cfg['init_from'] == 'scratch' and os.path.exists(ckpt_path):
-            raise FileExistsError(f"{ckpt_path} exists: continue it with --init_from=resume, or pick another "
-                                  f"--out_dir (or delete that folder) to start from scratch")
+        if cfg['init_from'] == 'scratch':
+            refuse_to_overwrite(ckpt_path, best_path)
         ensure_data(cfg['dataset'])
     if ddp:
         dist.barrier()
@@ -337,12 +373,11 @@ def main(argv):
     if device_type == 'cuda':
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
-    ptdtype = dict(float32=torch.float32, bfloat16=torch.bfloat16, float16=torch.float16)[dtype]
-    autocast = contextlib.nullcontext() if dtype == 'float32' else torch.autocast(device_type, dtype=ptdtype)
+    autocast = autocast_context(dtype, device_type)
 
     # --- model and optimizer, from scratch or from the checkpoint
     torch.manual_seed(cfg['seed'])
-    iter_num, best_val_loss, ckpt, wandb_id = 0, float('inf'), None, None
+    iter_num, best_val_loss, ckpt, wandb_id, last_eval = 0, float('inf'), None, None, {}
     if cfg['init_from'] == 'resume':
         model, ckpt = load_checkpoint(ckpt_path, 'cpu')
         for k in MODEL_KEYS:  # the architecture comes from the checkpoint
@@ -350,7 +385,13 @@ def main(argv):
                 print(f"warning: {k}={cfg[k]!r} ignored: the checkpoint's model has {k}={ckpt['model_args'][k]!r}")
             cfg[k] = ckpt['model_args'][k]
         iter_num, best_val_loss = ckpt['iter_num'], ckpt['best_val_loss']
+        if iter_num > cfg['max_iters']:
+            raise ValueError(f"{ckpt_path} is at iteration {iter_num}, past max_iters={cfg['max_iters']}: "
+                             f"set --max_iters to {iter_num} or more to continue it")
         wandb_id = ckpt.get('wandb_run_id')
+        # the last eval before the checkpoint: a checkpoint saved by a stop at an eval iteration has not had that
+        # eval yet, so the resumed run does it. Older checkpoints were always taken as evaluated.
+        last_eval = ckpt.get('last_eval', dict(iter=iter_num))
     else:
         model = GPT(GPTConfig(**{k: cfg[k] for k in MODEL_KEYS}))
     model.to(device)
@@ -372,11 +413,17 @@ def main(argv):
     eval_model = model.module if ddp else model  # rank 0 evaluates alone, outside DDP
 
     n_params = raw_model.get_num_params()
-    flops_per_iter = raw_model.flops_per_token(T) * tokens_per_iter
+    flops_per_iter = raw_model.flops_per_token(T) * tokens_per_iter / world  # this device's share, for its peak
     peak = peak_flops(device, dtype) if master else None
     if master:
         print(f"device {device} ({world} process{'es' if world > 1 else ''}), dtype {dtype}, compile {use_compile}, "
               f"{tokens_per_iter:,} tokens per iteration")
+    # before any training: the logits at a position must not depend on later tokens (every rank: DDP's forward is
+    # collective). Training's own forward runs it, so a leak from any layer or variant, new ones included, stops here.
+    if cfg['causal']:
+        check_causal(model, cfg['vocab_size'], T, device, autocast, seed=cfg['seed'], batch_size=B)
+    elif master:
+        print("causal=False: attention sees later tokens, so this is not a causal language model (no causality check)")
 
     def get_lr(it):
         if not cfg['decay_lr']:
@@ -425,14 +472,16 @@ def main(argv):
         if run is not None:
             run.log({k: v for k, v in record.items() if k != 'iter'}, step=record['iter'])
 
-    def save_checkpoint(path=ckpt_path):
-        ckpt = dict(format=CHECKPOINT_FORMAT, model=raw_model.state_dict(), optimizer=optimizer.state_dict(),
-                    model_args=asdict(raw_model.config), iter_num=iter_num, best_val_loss=best_val_loss, config=cfg)
-        # no RNG state: batches and dropout masks are pure functions of (seed, iteration, micro-batch)
-        if scaler.is_enabled():
-            ckpt['scaler'] = scaler.state_dict()
-        if run is not None:
-            ckpt['wandb_run_id'] = run.id  # a resumed run continues the same wandb curves
+    def save_checkpoint(path=ckpt_path, resumable=True):
+        ckpt = dict(format=CHECKPOINT_FORMAT, model=raw_model.state_dict(), model_args=asdict(raw_model.config),
+                    iter_num=iter_num, best_val_loss=best_val_loss, last_eval=last_eval, config=cfg)
+        if resumable:  # best.pt is for sampling and evaluation: weights only, a third of ckpt.pt with AdamW
+            # no RNG state: batches and dropout masks are pure functions of (seed, iteration, micro-batch)
+            ckpt['optimizer'] = optimizer.state_dict()
+            if scaler.is_enabled():
+                ckpt['scaler'] = scaler.state_dict()
+            if run is not None:
+                ckpt['wandb_run_id'] = run.id  # a resumed run continues the same wandb curves
         atomic_write(path, lambda f: torch.save(ckpt, f))
 
     # --- the training loop
@@ -443,10 +492,9 @@ def main(argv):
         bar = tqdm(total=cfg['max_iters'], initial=iter_num, dynamic_ncols=True, desc='train')
     say = (lambda s: bar.write(s)) if bar is not None else print
     first_bad = torch.tensor(-1, device=device)  # first iteration with a non-finite loss, tracked without syncs
-    start_iter, t_start = iter_num, time.time()
+    t_start = time.time()
     train_time, train_tokens, window_t, window_iters = 0.0, 0, time.time(), 0
-    last_eval, mfu, first_window = {}, -1.0, True
-    resumed = cfg['init_from'] == 'resume'
+    mfu, first_window = -1.0, True
 
     def check_finite():
         bad = int(first_bad.item())
@@ -460,9 +508,9 @@ def main(argv):
         for group in optimizer.param_groups:
             group['lr'] = lr
 
-        # evaluate, log and checkpoint (rank 0); not again at the iteration we resumed from
+        # evaluate, log and checkpoint (rank 0); once per eval iteration across stops and resumes
         if (iter_num % cfg['eval_interval'] == 0 or iter_num == cfg['max_iters']) and master \
-                and not (resumed and iter_num == start_iter and not cfg['eval_only']):
+                and (last_eval.get('iter') != iter_num or cfg['eval_only']):
             check_finite()
             t_eval = time.time()
             losses = estimate_loss()
@@ -472,6 +520,9 @@ def main(argv):
             log(dict(last_eval, kind='eval'))
             improved = losses['val'] < best_val_loss
             best_val_loss = min(best_val_loss, losses['val'])
+            if iter_num > 0 and improved and not cfg['eval_only']:
+                # before ckpt.pt: after a crash between the two, the resume redoes this eval and this write
+                save_checkpoint(best_path, resumable=False)
             if iter_num > 0 and (improved or cfg['always_save_checkpoint']):
                 save_checkpoint()
             window_t += time.time() - t_eval  # evaluation and checkpointing are not training time
@@ -491,7 +542,7 @@ def main(argv):
                 _, loss = model(X, Y)
                 loss = loss / accum
             scaler.scale(loss).backward()
-            loss_sum = loss_sum + loss.detach()  # mean over this rank's micro-batches
+            loss_sum = loss_sum + loss.detach()  # mean over this rank's micro-batches (log_step_sync: all ranks)
             first_bad = torch.where((first_bad < 0) & ~torch.isfinite(loss.detach()), iter_num, first_bad)
         if cfg['grad_clip'] != 0.0:
             scaler.unscale_(optimizer)
@@ -506,11 +557,8 @@ def main(argv):
 
         stop = stopper.requested
         if iter_num % cfg['log_interval'] == 0:
-            lossf = loss_sum.item()  # a sync: the window's time now includes all its queued work
-            if ddp:
-                flag = torch.tensor(float(stop), device=device)
-                dist.all_reduce(flag, op=dist.ReduceOp.MAX)  # every rank stops at the same iteration
-                stop = bool(flag.item())
+            # a sync: the window's time now includes all its queued work
+            lossf, stop = log_step_sync(loss_sum, stop, ddp, world)
             dt = time.time() - window_t
             if not first_window:  # the first window (warm-up, compilation) is left out of tokens/s
                 train_time += dt
@@ -540,18 +588,20 @@ def main(argv):
     # --- the end: summary.json, the lambda table
     if bar is not None:
         bar.close()
+    # finished: trained to max_iters and evaluated there; a stop at max_iters is not (its resume does that eval)
+    finished = iter_num == cfg['max_iters'] and not stop and not cfg['eval_only']
     if master:
-        if iter_num == cfg['max_iters'] and not cfg['eval_only']:
+        if finished:
             save_checkpoint()
         table = raw_model.lambda_table()
         summary = dict(
-            config=cfg, n_params=n_params, iter=iter_num, finished=iter_num >= cfg['max_iters'],
+            config=cfg, n_params=n_params, iter=iter_num, finished=finished,
             final_train_loss=last_eval.get('train_loss'), final_val_loss=last_eval.get('val_loss'),
             final_eval_iter=last_eval.get('iter'), best_val_loss=best_val_loss if best_val_loss < float('inf') else None,
             lambda_table=table, tokens_per_sec=train_tokens / train_time if train_time > 0 else None,
             wall_time_s=time.time() - t_start, peak_memory_mb=peak_memory_mb(device), device=device, dtype=dtype,
             world_size=world, compile=use_compile, torch_version=torch.__version__)
-        if summary['finished']:
+        if finished:
             write_json(os.path.join(out_dir, 'summary.json'), summary)
         if table:
             print(f"\nper-layer lambda after {iter_num} iterations:\n{lambda_markdown(table)}")

@@ -11,7 +11,8 @@ import torch
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 import analyze  # noqa: E402
-from model import GPT, GPTConfig  # noqa: E402
+import train  # noqa: E402
+from model import GPT, GPTConfig, load_checkpoint  # noqa: E402
 from orthoadam import OrthoAdam, haar_orthogonal, rotate  # noqa: E402
 
 
@@ -190,9 +191,35 @@ def test_analyze_end_to_end_on_a_tiny_gated_checkpoint(tmp_path):
     assert q['loss_penalty_int8'] == pytest.approx(q['loss_int8'] - q['loss_fp'])
     assert abs(q['loss_penalty_int8']) <= abs(q['loss_penalty_int4']) + 1e-3
     assert '| 1 |' in p.stdout and 'int4' in p.stdout
+    # default arguments: full precision, so the numbers are those analyze.py always gave (fp32, no autocast)
+    assert res['dtype'] == 'float32'
+    model, _ = load_checkpoint(str(out / 'ckpt.pt'), res['device'])
+    val = train.load_split('shakespeare_char', 'val', {})
+    batches = [train.get_batch(val, train.batch_rng(1337, 3, k), 2, 32, res['device']) for k in range(2)]
+    expected = dict(analyze.analyze(model, batches), quantization=analyze.quantization(model, batches))
+    assert _numbers(res['layers']) == pytest.approx(_numbers(expected['layers']), rel=1e-6)
+    assert _numbers(res['quantization']) == pytest.approx(_numbers(expected['quantization']), rel=1e-6)
+    # --ckpt picks best.pt; --device and --dtype pick where and how the model runs
+    p = subprocess.run([sys.executable, os.path.join(ROOT, 'analyze.py'), f'--ckpt={out}/best.pt', '--eval_iters=2',
+                        '--batch_size=2', '--device=cpu', '--dtype=bfloat16'], cwd=ROOT, capture_output=True,
+                       text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    bf16 = json.load(open(out / 'analysis.json'))
+    assert (bf16['device'], bf16['dtype'], bf16['checkpoint']) == ('cpu', 'bfloat16', f'{out}/best.pt')
+    assert bf16['quantization']['loss_fp'] == pytest.approx(expected['quantization']['loss_fp'], abs=0.05)
+    assert bf16['quantization']['loss_fp'] != expected['quantization']['loss_fp']  # it did run in bf16
     p = subprocess.run([sys.executable, os.path.join(ROOT, 'analyze.py'), f'--out_dir={tmp_path}/none'],
                        cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert p.returncode != 0 and 'no checkpoint at' in p.stderr
+
+
+def _numbers(d):
+    """The numbers of a (nested) dict or list, flattened in order."""
+    if isinstance(d, dict):
+        return [x for k in sorted(d) for x in _numbers(d[k])]
+    if isinstance(d, list):
+        return [x for v in d for x in _numbers(v)]
+    return [d]
 
 
 # --- bench.py (a smoke test: it runs and reports; timings are never asserted)

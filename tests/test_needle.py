@@ -14,6 +14,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, 'data', 'needle'))
 import needle_eval  # noqa: E402
 import prepare as needle  # noqa: E402
+from model import load_checkpoint  # noqa: E402
 
 KW = dict(n_keys=16, n_values=16, n_filler=16)
 
@@ -93,3 +94,20 @@ def test_train_and_eval_end_to_end(tmp_path):
     for c in res['cells']:
         assert 0 <= c['accuracy'] <= 1 and -1 <= c['answer_attention'] <= 1
     assert '| o |' in p.stdout
+    # default arguments: full precision, the numbers needle_eval.py always gave (fp32, no autocast)
+    assert res['dtype'] == 'float32'
+    model, ckpt = load_checkpoint(str(out / 'ckpt.pt'), res['device'])
+    meta = json.load(open(os.path.join(ROOT, 'data', 'needle', 'meta.json')))
+    grid = needle_eval.evaluate(model.eval(), meta, [1, 2], [0.0, 1.0], 4, 1, res['device'])
+    for c in res['cells']:
+        expected = grid[(c['needles'], c['depth'])]
+        assert [c[k] for k in expected] == pytest.approx(list(expected.values()), rel=1e-6)
+    # --ckpt_name picks best.pt in each run folder; --device and --dtype pick where and how the model runs
+    best_iter = min(evals, key=lambda e: e['val_loss'])['iter']
+    p = subprocess.run([sys.executable, os.path.join(ROOT, 'needle_eval.py'), '--out_dir', str(out), '--n_eval=4',
+                        '--needles', '1', '2', '--depths', '0', '1', '--ckpt_name=best.pt', '--device=cpu',
+                        '--dtype=bfloat16'], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    res = json.load(open(out / 'needle_eval.json'))
+    assert (res['checkpoint'], res['iter'], res['device'], res['dtype']) == (str(out / 'best.pt'), best_iter, 'cpu',
+                                                                             'bfloat16')

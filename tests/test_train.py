@@ -121,6 +121,86 @@ def test_resume_is_exact(tmp_path):
         assert torch.equal(p, q), n
 
 
+TIMING = ('tokens_per_sec', 'ms_per_iter', 'mfu')
+
+
+def main_stopped_at(out_dir, stop_at, *args):
+    """train.main in this process, sent SIGTERM during the training step that ends at iteration `stop_at` (one
+    micro-batch per step), so the stop saves the checkpoint at exactly that iteration."""
+    import model as model_mod
+    forward, calls = model_mod.GPT.forward, []
+
+    def forward_then_sigterm(self, idx, targets=None):
+        calls.append(self.training)
+        if self.training and sum(calls) == stop_at:
+            os.kill(os.getpid(), signal.SIGTERM)  # handled by train.GracefulExit, as a real SIGTERM
+        return forward(self, idx, targets)
+    guard = train.check_causal
+
+    def guard_then_count(*a, **k):  # the causality check's forwards come first: count training's from zero
+        guard(*a, **k)
+        calls.clear()
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    model_mod.GPT.forward, train.check_causal = forward_then_sigterm, guard_then_count
+    try:
+        return train.main([*TINY, f'--out_dir={out_dir}', *args])
+    finally:
+        model_mod.GPT.forward, train.check_causal = forward, guard
+        for sig, h in handlers.items():
+            signal.signal(sig, h)
+
+
+STOP_RUN = ['--max_iters=8', '--lr_decay_iters=8', '--eval_interval=4']
+
+
+@pytest.fixture(scope='module')
+def straight(tmp_path_factory):
+    """The uninterrupted run that the stopped and resumed runs must reproduce."""
+    out = tmp_path_factory.mktemp('straight')
+    assert train.main([*TINY, *STOP_RUN, f'--out_dir={out}']) == 0
+    return out
+
+
+@pytest.mark.parametrize('stop_at,always_save', [(4, 'False'), (8, 'True')])  # an eval iteration; max_iters
+def test_stop_at_an_eval_iteration_then_resume_gives_the_uninterrupted_log(tmp_path, straight, stop_at,
+                                                                           always_save):
+    common = [*TINY, *STOP_RUN, f'--always_save_checkpoint={always_save}']
+    split = tmp_path / 'split'
+    assert main_stopped_at(split, stop_at, *common[len(TINY):]) == 130
+    _, ckpt = load_checkpoint(str(split / 'ckpt.pt'))
+    assert ckpt['iter_num'] == stop_at
+    assert not (split / 'summary.json').exists()  # stopped before its eval at max_iters: not finished
+    assert train.main([*common, f'--out_dir={split}', '--init_from=resume']) == 0
+    a, b = read_log(straight), read_log(split)
+    assert [(r['iter'], r['kind']) for r in a] == [(r['iter'], r['kind']) for r in b]  # each eval exactly once
+    for ra, rb in zip(a, b):
+        assert {k: v for k, v in ra.items() if k not in TIMING} == {k: v for k, v in rb.items() if k not in TIMING}
+    sa, sb = json.load(open(straight / 'summary.json')), json.load(open(split / 'summary.json'))
+    assert sb['finished'] and sb['final_eval_iter'] == 8
+    for k in ('final_train_loss', 'final_val_loss', 'best_val_loss'):
+        assert sa[k] == sb[k], k
+
+
+def test_best_pt_holds_the_lowest_val_loss_and_ckpt_pt_the_last_state(tmp_path):
+    out = tmp_path / 'o'
+    # a learning rate high enough that the val loss goes down and up again
+    run_train(out, '--max_iters=8', '--eval_interval=1', '--learning_rate=0.03', '--decay_lr=False',
+              '--always_save_checkpoint=False')
+    evals = [r for r in read_log(out) if r['kind'] == 'eval']
+    best = min(evals, key=lambda r: r['val_loss'])
+    assert 0 < best['iter'] < 8  # neither the initial model nor the last state: the files must differ
+    mb, best_ckpt = load_checkpoint(str(out / 'best.pt'))
+    ml, last_ckpt = load_checkpoint(str(out / 'ckpt.pt'))
+    assert best_ckpt['iter_num'] == best['iter'] and best_ckpt['best_val_loss'] == best['val_loss']
+    assert 'optimizer' not in best_ckpt  # weights for sampling and evaluation; ckpt.pt is the one to resume
+    assert last_ckpt['iter_num'] == 8 and 'optimizer' in last_ckpt
+    assert not torch.equal(mb.lm_head.weight, ml.lm_head.weight)
+    os.rename(out / 'ckpt.pt', tmp_path / 'moved.pt')
+    with pytest.raises(FileExistsError, match='best.pt exists'):  # a scratch run must not replace it either
+        train.main([*TINY, f'--out_dir={out}', '--max_iters=2'])
+    assert load_checkpoint(str(out / 'best.pt'))[1]['iter_num'] == best['iter']
+
+
 def test_scratch_refuses_to_overwrite_a_checkpoint(tmp_path):
     out = tmp_path / 'o'
     run_train(out, '--max_iters=2', '--eval_interval=2')
@@ -167,20 +247,54 @@ def test_nonfinite_loss_stops_and_keeps_last_good_checkpoint(tmp_path, monkeypat
         return logits, loss
     poisoned.calls = 0
     monkeypatch.setattr(model_mod.GPT, 'forward', poisoned)
+    guard = train.check_causal
+
+    def guard_then_count(*a, **k):  # the causality check's forwards run first: count training's from zero
+        guard(*a, **k)
+        poisoned.calls = 0
+    monkeypatch.setattr(train, 'check_causal', guard_then_count)
     with pytest.raises(FloatingPointError, match='non-finite loss at iteration 6'):
         train.main([*TINY, f'--out_dir={out}', '--max_iters=12', '--eval_interval=4', '--init_from=resume'])
     assert (out / 'ckpt.pt').read_bytes() == good
 
 
+def test_a_model_that_sees_later_tokens_stops_before_training(tmp_path, monkeypatch):
+    """The causality check runs training's forward before the first step: a planted leak (an SDPA call whose
+    is_causal is dropped) stops the run with an error naming the first leaking position, and nothing is written."""
+    import model as model_mod
+    from torch.nn import functional as F
+    sdpa = F.scaled_dot_product_attention
+    monkeypatch.setattr(model_mod.F, 'scaled_dot_product_attention',
+                        lambda *a, **k: sdpa(*a, **{**k, 'is_causal': False}))
+    out = tmp_path / 'o'
+    with pytest.raises(model_mod.CausalityError, match='position 0'):
+        train.main([*TINY, f'--out_dir={out}', '--max_iters=2'])
+    assert not (out / 'ckpt.pt').exists() and not (out / 'log.jsonl').exists()
+    monkeypatch.undo()
+    p = run_train(tmp_path / 'nc', '--max_iters=2', '--causal=False')
+    assert 'not a causal language model' in p.stdout
+
+
+def test_resume_past_max_iters_is_an_error(tmp_path):
+    out = tmp_path / 'o'
+    run_train(out, '--max_iters=4', '--eval_interval=2')
+    p = run_train(out, '--max_iters=2', '--init_from=resume', check=False)
+    assert p.returncode == 1 and 'is at iteration 4, past max_iters=2' in p.stderr
+
+
 def test_ddp_two_processes_equal_one_with_double_accumulation(tmp_path):
-    common = ['--max_iters=3', '--lr_decay_iters=3', '--eval_interval=3', '--dropout=0.1', '--attn=diff']
+    common = ['--max_iters=3', '--lr_decay_iters=3', '--eval_interval=3', '--dropout=0.1', '--attn=diff',
+              '--gradient_accumulation_steps=2']
     one, two = tmp_path / 'one', tmp_path / 'two'
-    run_train(one, *common, '--gradient_accumulation_steps=2')
+    # train.py with a stubbed device peak, so that the logged MFU can be checked exactly
+    stub = tmp_path / 'train_stub_peak.py'
+    stub.write_text(f"import sys\nsys.path.insert(0, {ROOT!r})\nimport train\n"
+                    f"train.peak_flops = lambda device, dtype: 1e12\nsys.exit(train.main(sys.argv[1:]))\n")
     env = dict(os.environ, OMP_NUM_THREADS='1')
-    cmd = [sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2',
-           os.path.join(ROOT, 'train.py'), *TINY, f'--out_dir={two}', *common, '--gradient_accumulation_steps=2']
-    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=600)
-    assert p.returncode == 0, p.stdout + p.stderr
+    for out, launch in ((one, []), (two, ['-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2'])):
+        p = subprocess.run([sys.executable, *launch, str(stub), *TINY, f'--out_dir={out}', *common], cwd=ROOT,
+                           capture_output=True, text=True, env=env, timeout=600)
+        assert p.returncode == 0, p.stdout + p.stderr
     assert '(2 processes)' in p.stdout
     ma, _ = load_checkpoint(str(one / 'ckpt.pt'))
     mb, _ = load_checkpoint(str(two / 'ckpt.pt'))
@@ -189,6 +303,15 @@ def test_ddp_two_processes_equal_one_with_double_accumulation(tmp_path):
     sa, sb = json.load(open(one / 'summary.json')), json.load(open(two / 'summary.json'))
     assert sa['final_val_loss'] == pytest.approx(sb['final_val_loss'], abs=1e-5)
     assert sb['world_size'] == 2
+    # the logged training loss is the mean over every micro-batch of the step, on all ranks: the 1-process loss
+    la, lb = ([r for r in read_log(d) if r['kind'] == 'train'] for d in (one, two))
+    assert len(la) == len(lb) == 3
+    for ra, rb in zip(la, lb):
+        assert ra['loss'] == pytest.approx(rb['loss'], abs=1e-5), (ra, rb)
+    # MFU: each device's FLOPs (its share of the step's tokens) over one device's peak
+    for log, world in ((la, 1), (lb, 2)):
+        for r in log:
+            assert r['mfu'] == pytest.approx(ma.flops_per_token(32) * r['tokens_per_sec'] / world / 1e12, rel=1e-9)
 
 
 def test_ddp_rejects_indivisible_accumulation():
@@ -202,6 +325,19 @@ def test_ddp_rejects_indivisible_accumulation():
         finally:
             os.environ.clear()
             os.environ.update(old)
+
+
+@pytest.mark.parametrize('major,expected', [(7, 'float16'), (8, 'bfloat16')])  # V100/T4; A100 and later
+def test_dtype_auto_on_cuda_takes_bf16_only_where_the_gpu_has_it(monkeypatch, major, expected):
+    # the CUDA queries of torch.cuda.is_bf16_supported, stubbed: a GPU of compute capability `major`, on which
+    # (as on a real V100) a bf16 tensor can be created, through emulation
+    monkeypatch.setattr(torch.version, 'hip', None)
+    monkeypatch.setattr(torch.cuda, 'is_available', lambda: True)
+    monkeypatch.setattr(torch.cuda, 'current_device', lambda: 0)
+    monkeypatch.setattr(torch.cuda, 'get_device_properties', lambda d: type('Props', (), dict(major=major))())
+    monkeypatch.setattr(torch.cuda, '_check_bf16_tensor_supported', lambda d: True)
+    assert train.pick_dtype('auto', 'cuda') == expected
+    assert train.pick_dtype('float32', 'cuda') == 'float32'
 
 
 # --- checkpoints, wandb, sampling
