@@ -1,52 +1,210 @@
 """
-Render a sweep's tables in the seed notes' layout from the runs' summary.json files.
+Render a sweep's tables in the seed notes' layout from the runs' summary.json and log.jsonl files.
 
 $ python report.py runs/shakespeare_cpu        # prints the markdown and writes runs/shakespeare_cpu/results.md
 
-Run folders are named <variant>_<depth>_s<seed> (ablate.sh's layout). Tables:
+Run folders are named <variant>_<depth>_s<seed> (ablate.sh's layout). results.md has:
+  0. a title saying what the sweep is, from the runs' configs (dataset, causal mask or not, schedule, dropout,
+     mask_self where used);
   1. final loss, rows depth, columns the seed's variants, cells train/val (mean +- std over seeds), the best
      val loss of each row in bold; a cell says 'missing' (no run), '—' (no such config in configs/, so no run
      was due) or 'FAILED' / 'unfinished' instead of a blank;
-  2. the per-layer lambda table of every Differential model, columns lambda_1, lambda_2, lambda_init, lambda_full;
-  3. the extra variants (gated, softmax-1, ...) in the same layout as 1.
-With matplotlib installed it also writes lambda_full.png and val_loss.png beside results.md.
+  2. the extra variants (Sym without self-attention, gated, softmax-1, ...) in the same layout as 1;
+  3. one row per (depth, variant) with more digits and the training-step loss (train mode, dropout on) beside
+     the eval train/val losses;
+  4. comparisons the seeds' claims make (B - A in val loss): paired t-test over shared seeds, Welch's t
+     otherwise, a 95% interval and whether it contains 0;
+  5. the per-layer lambda table of every Differential model, columns lambda_1, lambda_2, lambda_init, lambda_full;
+  6. the runs, and analyze.py's diagnostics where analysis.json exists.
+results.md is a pure function of the run files: no paths, no dates, and the same text whether or not matplotlib
+is installed. With matplotlib, val_loss.png and lambda_full.png are written beside it (the text names them).
 """
 import json
+import math
 import os
 import re
 import statistics
 import sys
 
 _SEED = ['nanogpt', 'diff', 'sym', 'diff_sym', 'norm_sym']  # the seed's columns, in its order
+_EXTRA = ['sym_noself', 'gated', 'softmax1', 'diff_gated']  # ours, after the seed's
 # ARCH=llama runs are named llama_<variant>: the same columns in the Diff paper's RMSNorm/SwiGLU/RoPE layer
 SEED_VARIANTS = _SEED + ['llama_' + v for v in _SEED]
-NAMES = dict(nanogpt='nanogpt', diff='gpt+Diff', sym='gpt+Sym', diff_sym='gpt+Diff+Sym', norm_sym='Norm+Sym')
+EXTRA_VARIANTS = _EXTRA + ['llama_' + v for v in _EXTRA]
+NAMES = dict(nanogpt='nanogpt', diff='gpt+Diff', sym='gpt+Sym', diff_sym='gpt+Diff+Sym', norm_sym='Norm+Sym',
+             sym_noself='Sym, no self', gated='Gated (G1)', softmax1='Softmax-1', diff_gated='Diff+Gated')
 NAMES.update({'llama_' + v: 'llama ' + n for v, n in NAMES.items()})
+# (reference A, variant B) pairs whose val-loss gap B - A the seeds' claims are about
+_PAIRS = [('nanogpt', 'diff'), ('sym', 'diff_sym'), ('sym', 'norm_sym'), ('nanogpt', 'sym'), ('nanogpt', 'gated'),
+          ('nanogpt', 'softmax1'), ('sym', 'sym_noself')]
+COMPARISONS = _PAIRS + [('llama_' + a, 'llama_' + b) for a, b in _PAIRS]
 CONFIGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'configs')
 RUN_RE = re.compile(r'^(?P<variant>.+)_(?P<depth>\d+L)_s(?P<seed>\d+)$')
+PLOTS = ('val_loss.png', 'lambda_full.png')
+LAMBDA_RE = re.compile(r'^lambda/L(\d+)/full$')
+
+
+# ----------------------------------------------------------------------------- loading
+
+def read_log(path):
+    """log.jsonl's records, [] without one."""
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
 
 
 def load_runs(root):
-    """{(variant, depth): {'ok': [summary, ...], 'failed': [seed, ...], 'unfinished': [seed, ...]}}"""
-    runs = {}
-    for name in sorted(os.listdir(root)):
+    """{(variant, depth): {'ok': [summary, ...], 'failed': [seed, ...], 'unfinished': [seed, ...]}}, seeds in
+    numeric order; each summary gets _dir, _name, _variant, _depth, _seed and _log (its log.jsonl records)."""
+    found = []
+    for name in os.listdir(root):
         m = RUN_RE.match(name)
+        if m and os.path.isdir(os.path.join(root, name)):
+            found.append((m['variant'], m['depth'], int(m['seed']), name))
+    runs = {}
+    for variant, depth, seed, name in sorted(found):  # seed 2 before seed 10
         path = os.path.join(root, name)
-        if not m or not os.path.isdir(path):
-            continue
-        cell = runs.setdefault((m['variant'], m['depth']), dict(ok=[], failed=[], unfinished=[]))
+        cell = runs.setdefault((variant, depth), dict(ok=[], failed=[], unfinished=[]))
         summary = os.path.join(path, 'summary.json')
         if os.path.exists(summary):
             with open(summary) as f:
                 s = json.load(f)
-            s['_dir'] = path
+            s.update(_dir=path, _name=name, _variant=variant, _depth=depth, _seed=seed,
+                     _log=read_log(os.path.join(path, 'log.jsonl')))
             cell['ok'].append(s)
         elif os.path.exists(os.path.join(path, 'FAILED')):
-            cell['failed'].append(m['seed'])
+            cell['failed'].append(str(seed))
         else:
-            cell['unfinished'].append(m['seed'])
+            cell['unfinished'].append(str(seed))
     return runs
 
+
+def variant_key(v):
+    """The seed's variants in its order, then ours, then anything else alphabetically."""
+    known = SEED_VARIANTS + EXTRA_VARIANTS
+    return (known.index(v), '') if v in known else (len(known), v)
+
+
+def depth_key(d):
+    return int(d[:-1])
+
+
+def finished(cell):
+    return [s for s in cell['ok'] if s.get('final_val_loss') is not None]
+
+
+# ----------------------------------------------------------------------------- Student's t without scipy
+
+def _betacf(a, b, x):
+    """The continued fraction of I_x(a, b) (Numerical Recipes 6.4.5), by the modified Lentz method:
+    1 / (1 + d1 / (1 + d2 / (1 + ...))) with d_2m = m (b - m) x / ((a + 2m - 1)(a + 2m)) and
+    d_2m+1 = -(a + m)(a + b + m) x / ((a + 2m)(a + 2m + 1)). Converges fast for x < (a + 1) / (a + b + 2)."""
+    tiny = 1e-300  # keeps a denominator that hits 0 from dividing by 0 (Lentz)
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 1000):
+        for num in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+                    -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+            d = 1.0 + num * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + num / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < 1e-15:
+            break
+    return h
+
+
+def betainc(a, b, x):
+    """The regularized incomplete beta function I_x(a, b) = B(x; a, b) / B(a, b).
+    I_x = x^a (1 - x)^b / (a B(a, b)) * cf(a, b, x); past the fraction's fast region use I_x(a, b) = 1 - I_1-x(b, a)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1) / (a + b + 2):
+        return front * _betacf(a, b, x) / a
+    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
+
+
+def t_sf2(t, df):
+    """Two-sided tail P(|T| >= |t|) of Student's t with df degrees of freedom (df may be fractional, as
+    Welch's is): I_x(df/2, 1/2) with x = df / (df + t^2)."""
+    return betainc(df / 2, 0.5, df / (df + t * t))
+
+
+def t_cdf(t, df):
+    """P(T <= t): half the two-sided tail on the far side of t."""
+    tail = 0.5 * t_sf2(t, df)
+    return 1.0 - tail if t > 0 else tail
+
+
+def t_quantile(q, df):
+    """The t with P(T <= t) = q, by bisection on the monotone CDF: a bracket [0, hi] that doubles until it
+    holds q, halved to a relative width of 1e-13 (about 45 halvings), far below the 4 digits printed."""
+    if not 0.0 < q < 1.0:
+        raise ValueError(f't_quantile: q={q} is not in (0, 1)')
+    if q < 0.5:
+        return -t_quantile(1.0 - q, df)
+    lo, hi = 0.0, 1.0
+    while t_cdf(hi, df) < q:
+        lo, hi = hi, 2 * hi
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if t_cdf(mid, df) < q else (lo, mid)
+        if hi - lo <= 1e-13 * hi:
+            break
+    return (lo + hi) / 2
+
+
+def t_test(diff, se, df):
+    """A 95% interval diff +- t_0.975,df * se and the two-sided p of t = diff / se. se = 0 (identical
+    differences): the interval is the point, and p is 0 unless the difference is 0 too."""
+    if se == 0:
+        return diff, diff, (1.0 if diff == 0 else 0.0)
+    half = t_quantile(0.975, df) * se
+    return diff - half, diff + half, t_sf2(diff / se, df)
+
+
+def paired_t(a, b):
+    """Paired t on seeds both have: d_s = b_s - a_s, mean d, sd of d, se = sd / sqrt(n), df = n - 1.
+    a, b: {seed: val loss}; needs 2 shared seeds."""
+    seeds = sorted(set(a) & set(b))
+    d = [b[s] - a[s] for s in seeds]
+    n, m, sd = len(d), statistics.mean(d), statistics.stdev(d)
+    lo, hi, p = t_test(m, sd / math.sqrt(n), n - 1)
+    return dict(test='paired', seeds=seeds, n=n, diff=m, sd=sd, lo=lo, hi=hi, p=p, df=n - 1)
+
+
+def welch_t(xa, xb):
+    """Welch's t on unpaired runs: diff = mean b - mean a, se^2 = va/na + vb/nb, and the Welch-Satterthwaite
+    df = se^4 / ((va/na)^2 / (na - 1) + (vb/nb)^2 / (nb - 1)). Needs 2 runs each."""
+    ua, ub = statistics.variance(xa) / len(xa), statistics.variance(xb) / len(xb)
+    se2 = ua + ub
+    df = se2 ** 2 / (ua ** 2 / (len(xa) - 1) + ub ** 2 / (len(xb) - 1)) if se2 > 0 else len(xa) + len(xb) - 2
+    diff = statistics.mean(xb) - statistics.mean(xa)
+    lo, hi, p = t_test(diff, math.sqrt(se2), df)
+    return dict(test='welch', n=(len(xa), len(xb)), diff=diff, lo=lo, hi=hi, p=p, df=df)
+
+
+def compare(a, b):
+    """B - A in val loss from {seed: loss} of each: paired where 2+ seeds are shared, Welch where each has 2+
+    runs, else one difference with no interval: on the one shared seed, or of the means where none is shared."""
+    shared = sorted(set(a) & set(b))
+    if len(shared) >= 2:
+        return paired_t(a, b)
+    if len(a) >= 2 and len(b) >= 2:
+        return welch_t(list(a.values()), list(b.values()))
+    if shared:
+        return dict(test='single', seeds=shared, diff=b[shared[0]] - a[shared[0]])
+    diff = statistics.mean(b.values()) - statistics.mean(a.values())
+    return dict(test='single', seeds=sorted(set(a) | set(b)), diff=diff)
+
+
+# ----------------------------------------------------------------------------- formatting
 
 def mean_std(xs, fmt='{:.2f}'):
     if len(xs) == 1:
@@ -54,8 +212,42 @@ def mean_std(xs, fmt='{:.2f}'):
     return (fmt + ' ± ' + fmt).format(statistics.mean(xs), statistics.stdev(xs))
 
 
-def depth_key(d):
-    return int(d[:-1])
+def fmt_p(p):
+    return '<0.001' if p < 0.001 else f'{p:.3f}'
+
+
+def values(summaries, key, default=None):
+    """The distinct values of config[key] over the runs: numbers in numeric order, then the rest by repr."""
+    vs = {s['config'].get(key, default) for s in summaries}
+    return sorted(vs, key=lambda v: (0, v, '') if isinstance(v, (int, float)) else (1, 0, repr(v)))
+
+
+def joined(vs):
+    return '/'.join(map(str, vs))  # str(0.001) == '0.001', str(0.0) == '0.0'
+
+
+# ----------------------------------------------------------------------------- sections
+
+def title(ok):
+    """What the sweep is, from its runs' configs: causal or not, schedule, dropout, mask_self where used.
+    A key that differs between runs lists its values (a/b)."""
+    causal = values(ok, 'causal', True)
+    what = {(True,): 'causal language model',
+            (False,): 'attention without the causal mask: not a causal language model'}.get(
+        tuple(causal), 'mixed: some runs without the causal mask (those are not causal language models)')
+    head = (f"# {joined(values(ok, 'dataset'))}: {what}, {joined(values(ok, 'max_iters'))} steps at learning rate "
+            f"{joined(values(ok, 'learning_rate'))}, dropout {joined(values(ok, 'dropout'))}")
+    lines = [head]
+    noself = sorted({s['_variant'] for s in ok if s['config'].get('mask_self')}, key=variant_key)
+    if noself:
+        lines += ['', 'mask_self=True (a query may not attend to its own key, Reformer\'s rule for K = Q) in: '
+                  + ', '.join(NAMES.get(v, v) for v in noself) + '; every other model attends to itself.']
+    keys = ('dataset', 'causal', 'max_iters', 'lr_decay_iters', 'warmup_iters', 'learning_rate', 'min_lr',
+            'dropout', 'batch_size', 'block_size', 'n_embd', 'n_head', 'eval_interval', 'eval_iters')
+    setup = {k: values(ok, k, True if k == 'causal' else None) for k in keys}  # runs before 'causal' were causal
+    lines += ['', 'Setup: ' + ', '.join(f'{k}={joined(vs)}' for k, vs in setup.items())
+              + (' (a/b: differs between runs).' if any(len(vs) > 1 for vs in setup.values()) else '.')]
+    return '\n'.join(lines)
 
 
 def loss_table(runs, variants):
@@ -64,21 +256,17 @@ def loss_table(runs, variants):
         return ''
     lines = ['| | ' + ' | '.join(NAMES.get(v, v) for v in variants) + ' |', '|---' * (len(variants) + 1) + '|']
     for d in depths:
-        vals = {}
-        for v in variants:
-            ok = runs.get((v, d), {}).get('ok', [])
-            vs = [s['final_val_loss'] for s in ok if s.get('final_val_loss') is not None]
-            if vs:
-                vals[v] = statistics.mean(vs)
+        vals = {v: statistics.mean(s['final_val_loss'] for s in finished(runs[(v, d)]))
+                for v in variants if finished(runs.get((v, d), dict(ok=[])))}
         best = min(vals, key=vals.get) if vals else None
         cells = []
         for v in variants:
             cell = runs.get((v, d))
-            if cell is None:  # a pair ablate.sh skips for want of a config (e.g. gated_3L) is not missing
+            if cell is None:  # a pair ablate.sh skips for want of a config (e.g. diff_gated_3L) is not missing
                 has_config = os.path.exists(os.path.join(CONFIGS, f'{v}_{d}.py'))
                 cells.append('missing' if has_config else '—')
                 continue
-            ok = [s for s in cell['ok'] if s.get('final_val_loss') is not None]
+            ok = finished(cell)
             notes = [f"FAILED s{s}" for s in cell['failed']] + [f"unfinished s{s}" for s in cell['unfinished']]
             if not ok:
                 cells.append(', '.join(notes))
@@ -93,12 +281,76 @@ def loss_table(runs, variants):
     return '\n'.join(lines)
 
 
+def train_step_loss(s):
+    """Mean of the 'train' lines' loss in the final eval window, iterations (last eval - eval_interval, last eval].
+    Each is one optimizer step's loss on its training batch in train mode, so with dropout > 0 it is what a
+    'train loss' printed during training measures, unlike the eval train_loss (dropout off, eval_iters batches).
+    None without such lines."""
+    last = s.get('final_eval_iter', s.get('iter'))
+    window = s['config'].get('eval_interval', 0)
+    xs = [e['loss'] for e in s['_log'] if e.get('kind') == 'train' and e.get('loss') is not None
+          and last - window < e['iter'] <= last]
+    return statistics.mean(xs) if xs else None
+
+
+def detail_table(runs):
+    """A row per (depth, variant) with finished runs: eval train and val loss and the training-step loss."""
+    lines = ['| depth | variant | seeds | train (eval) | val (eval) | train step | dropout |',
+             '|---|---|---|---|---|---|---|']
+    for (v, d) in sorted(runs, key=lambda vd: (depth_key(vd[1]), variant_key(vd[0]))):
+        ok = finished(runs[(v, d)])
+        if not ok:
+            continue
+        steps = [x for x in map(train_step_loss, ok) if x is not None]
+        step = mean_std(steps, '{:.3f}') if steps else '—'
+        if 0 < len(steps) < len(ok):  # some runs' logs have no train lines in the window
+            step += f' (n={len(steps)})'
+        lines.append(f"| {d} | {NAMES.get(v, v)} | {', '.join(str(s['_seed']) for s in ok)} | "
+                     f"{mean_std([s['final_train_loss'] for s in ok], '{:.3f}')} | "
+                     f"{mean_std([s['final_val_loss'] for s in ok], '{:.3f}')} | {step} | "
+                     f"{joined(values(ok, 'dropout'))} |")
+    return '\n'.join(lines)
+
+
+def comparison_row(d, a, b, va, vb):
+    """One comparison B - A of val loss at depth d; va, vb: {seed: final val loss}."""
+    c = compare(va, vb)
+    seeds = lambda xs: ', '.join(map(str, xs))  # noqa: E731
+    if c['test'] == 'single':
+        cols = [seeds(c['seeds']), f"{c['diff']:+.4f}", 'none: one seed', '—', 'one seed', 'unknown']
+    else:
+        gap = ('within noise' if c['lo'] <= 0 <= c['hi'] else
+               'not within noise: B ' + ('lower' if c['diff'] < 0 else 'higher'))
+        if c['test'] == 'paired':
+            cols = [seeds(c['seeds']), f"{c['diff']:+.4f} ± {c['sd']:.4f}", f'paired t, n={c["n"]}']
+        else:
+            cols = [f'A: {seeds(va)}; B: {seeds(vb)}', f"{c['diff']:+.4f}",
+                    f"Welch t, n={c['n'][0]}+{c['n'][1]}, df={c['df']:.1f}"]
+        cols = cols[:2] + [f"[{c['lo']:+.4f}, {c['hi']:+.4f}]", fmt_p(c['p']), cols[2], gap]
+    spread = [mean_std(list(x.values()), '{:.4f}') for x in (va, vb)]
+    return f'| {d} | {NAMES.get(a, a)} | {NAMES.get(b, b)} | ' + ' | '.join(cols + spread) + ' |'
+
+
+def comparison_table(runs):
+    """The seeds' comparisons at each depth where both variants have finished runs."""
+    rows = []
+    for d in sorted({d for _, d in runs}, key=depth_key):
+        for a, b in COMPARISONS:
+            ra, rb = (finished(runs.get((v, d), dict(ok=[]))) for v in (a, b))
+            if ra and rb:
+                rows.append(comparison_row(d, a, b, *({s['_seed']: s['final_val_loss'] for s in r} for r in (ra, rb))))
+    if not rows:
+        return ''
+    return '\n'.join(['| depth | A | B | seeds | B − A | 95% interval | p | test | gap | A val | B val |',
+                      '|---|---|---|---|---|---|---|---|---|---|---|'] + rows)
+
+
 def lambda_tables(runs):
     """One table per depth, the seed's layout: per diff variant lambda_1, lambda_2, lambda_init, lambda_full."""
     out = []
     for d in sorted({d for (_, d) in runs}, key=depth_key):
-        cols = [(v, c) for (v, dd), c in sorted(runs.items()) if dd == d and any(s.get('lambda_table') for s in c['ok'])]
-        cols.sort(key=lambda vc: (SEED_VARIANTS + [vc[0]]).index(vc[0]))
+        cols = [(v, c) for (v, dd), c in runs.items() if dd == d and any(s.get('lambda_table') for s in c['ok'])]
+        cols.sort(key=lambda vc: variant_key(vc[0]))
         if not cols:
             continue
         head = '| layer | ' + ' | '.join(f'{NAMES.get(v, v)} λ1 | λ2 | λ_init | λ_full' for v, _ in cols) + ' |'
@@ -120,14 +372,14 @@ def lambda_tables(runs):
 def diagnostics_table(summaries):
     """A row per run whose folder has analysis.json (written by analyze.py)."""
     lines = []
-    for s in sorted(summaries, key=lambda s: s['_dir']):
+    for s in summaries:
         path = os.path.join(s['_dir'], 'analysis.json')
         if not os.path.exists(path):
             continue
         with open(path) as f:
             a = json.load(f)
         o, q = a['overall'], a['quantization']
-        lines.append(f"| {os.path.basename(s['_dir'])} | {o['first_token_attention']:.3f} | "
+        lines.append(f"| {s['_name']} | {o['first_token_attention']:.3f} | "
                      f"{o['first_token_heads']:.2f} | {o['kurtosis_rest']:.1f} | {o['max_activation']:.1f} | "
                      f"{o['logit_top1']:.1f} | {q['loss_penalty_int8']:+.4f} | {q['loss_penalty_int4']:+.4f} |")
     if not lines:
@@ -136,82 +388,156 @@ def diagnostics_table(summaries):
                       '| int8 loss penalty | int4 loss penalty |', '|---|---|---|---|---|---|---|---|'] + lines)
 
 
-def plots(runs, root):
-    """lambda_full per layer and val loss curves, one line per run (the first seed of each cell)."""
+def runs_table(ok):
+    lines = ['| run | params | iters | tokens/s | wall s | device | dtype |', '|---|---|---|---|---|---|---|']
+    for s in ok:
+        tps = f"{s['tokens_per_sec']:,.0f}" if s.get('tokens_per_sec') else ''
+        lines.append(f"| {s['_name']} | {s['n_params'] / 1e6:.2f}M | {s['iter']} | {tps} | "
+                     f"{s['wall_time_s']:.0f} | {s['device']} | {s['dtype']} |")
+    return '\n'.join(lines)
+
+
+# ----------------------------------------------------------------------------- plots
+
+def eval_curve(group, key):
+    """(iters, mean, min, max) over a group's runs of the eval lines' `key`, at the iterations every run has;
+    None where no run logged it."""
+    series = [{e['iter']: e[key] for e in s['_log'] if e.get('kind') == 'eval' and e.get(key) is not None}
+              for s in group]
+    series = [x for x in series if x]
+    iters = sorted(set.intersection(*map(set, series))) if series else []
+    if not iters:
+        return None
+    ys = [[x[i] for x in series] for i in iters]
+    return iters, [statistics.mean(y) for y in ys], [min(y) for y in ys], [max(y) for y in ys]
+
+
+def plot_data(runs):
+    """{'val_loss.png': {depth: {variant: curve}}, 'lambda_full.png': {(variant, depth): {layer: curve}}}."""
+    val, lam = {}, {}
+    for v, d in sorted(runs, key=lambda vd: (depth_key(vd[1]), variant_key(vd[0]))):
+        ok = runs[(v, d)]['ok']
+        curve = eval_curve(ok, 'val_loss')
+        if curve:
+            val.setdefault(d, {})[v] = curve
+        layers = sorted({int(m[1]) for s in ok for e in s['_log'] if e.get('kind') == 'eval'
+                         for m in map(LAMBDA_RE.match, e) if m})
+        curves = {n: eval_curve(ok, f'lambda/L{n}/full') for n in layers}
+        if any(curves.values()):
+            lam[(v, d)] = {n: c for n, c in curves.items() if c}
+    return {'val_loss.png': val, 'lambda_full.png': lam}
+
+
+def plots(data, root):
+    """Write the plots of plot_data() beside results.md if matplotlib is importable; returns the names written.
+    One panel per depth (val loss, a line per variant) or per diff model (lambda_full, a line per layer): the
+    mean over seeds, shaded from the lowest to the highest seed."""
     try:
         import matplotlib
         matplotlib.use('Agg')
         import matplotlib.pyplot as plt
     except ImportError:
         return []
-    lam, val = {}, {}
-    for (v, d), c in sorted(runs.items()):
-        for s in c['ok'][:1]:
-            if s.get('lambda_table'):
-                lam[f'{v} {d}'] = ([r['layer'] for r in s['lambda_table']], [r['lambda_full'] for r in s['lambda_table']])
-            log = os.path.join(s['_dir'], 'log.jsonl')
-            if os.path.exists(log):
-                with open(log) as f:
-                    ev = [e for e in map(json.loads, filter(str.strip, f)) if e.get('kind') == 'eval']
-                val[f'{v} {d}'] = ([e['iter'] for e in ev], [e['val_loss'] for e in ev])
     written = []
-    for name, series, xlabel, ylabel in (('lambda_full.png', lam, 'layer', 'lambda_full'),
-                                         ('val_loss.png', val, 'iteration', 'val loss')):
-        if not series:
+    for name, ylabel in (('val_loss.png', 'val loss'), ('lambda_full.png', 'λ_full')):
+        panels = data[name]
+        if not panels:
             continue
-        fig, ax = plt.subplots(figsize=(6, 4))
-        for label, (x, y) in series.items():
-            ax.plot(x, y, marker='o' if name.startswith('lambda') else None, label=label)
-        ax.set(xlabel=xlabel, ylabel=ylabel)
-        ax.legend(fontsize=7)
-        fig.savefig(os.path.join(root, name), dpi=120, bbox_inches='tight')
+        ncols = min(3, len(panels))
+        nrows = math.ceil(len(panels) / ncols)
+        fig, axes = plt.subplots(nrows, ncols, figsize=(5 * ncols, 3.6 * nrows), squeeze=False)
+        for ax, (key, lines) in zip(axes.flat, panels.items()):
+            for label, (x, m, lo, hi) in lines.items():
+                line, = ax.plot(x, m, label=NAMES.get(label, label) if name == 'val_loss.png' else f'layer {label}')
+                ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.2, linewidth=0)
+            ax.set(title=key if isinstance(key, str) else f'{NAMES.get(key[0], key[0])} {key[1]}',
+                   xlabel='iteration', ylabel=ylabel)
+            top = [y for _, _, _, hi in lines.values() for y in hi[1:]]
+            bottom = min(y for _, _, lo, _ in lines.values() for y in lo)
+            if name == 'val_loss.png' and top:  # iteration 0 (about ln 65 = 4.2) off the top: the ends show
+                ax.set_ylim(top=max(top) + 0.05 * (max(top) - bottom))
+            ax.legend(fontsize=7)
+        for ax in list(axes.flat)[len(panels):]:
+            ax.set_visible(False)
+        # no 'Software' tag: the PNG does not change with the matplotlib version
+        fig.savefig(os.path.join(root, name), dpi=110, bbox_inches='tight', metadata={'Software': None})
         plt.close(fig)
         written.append(name)
     return written
 
 
-def render(root):
-    runs = load_runs(root)
-    if not runs:
-        raise SystemExit(f"report.py: no run folders (<variant>_<depth>_s<seed>) in {root}")
+def plot_section(data):
+    """Names the plots the runs' logs support, whether or not matplotlib is here to draw them."""
+    what = {'val_loss.png': 'val loss over training, a panel per depth, a line per variant',
+            'lambda_full.png': 'λ_full of each layer over training, a panel per Differential model'}
+    names = [n for n in PLOTS if data[n]]
+    if not names:
+        return ''
+    return '\n'.join(['report.py writes these beside this file when matplotlib is installed (mean over seeds, '
+                      'shaded from the lowest to the highest seed; from the eval lines of log.jsonl):', ''] +
+                     [f'- [{n}]({n}): {what[n]}' for n in names])
+
+
+# ----------------------------------------------------------------------------- the report
+
+def markdown(runs):
+    """results.md's text: a pure function of the runs' summary.json and log.jsonl (and analysis.json)."""
+    ok = sorted((s for c in runs.values() for s in c['ok']),
+                key=lambda s: (depth_key(s['_depth']), variant_key(s['_variant']), s['_seed']))
+    parts = [title(ok) if ok else '# Results: no finished runs']
     seed_cols = [v for v in SEED_VARIANTS if any(vv == v for vv, _ in runs)]
-    extra = sorted({v for v, _ in runs} - set(SEED_VARIANTS))
-    parts = [f'# Results: {root}']
+    extra = sorted({v for v, _ in runs} - set(SEED_VARIANTS), key=variant_key)
     if seed_cols:
         parts += ['', '## Final loss, train/val', '',
                   'Rows: depth; columns: the seed notes\' variants. Cells: train/val loss at the last evaluation '
                   '(mean ± std over seeds where there are several); bold: the lowest val loss of the row.', '',
                   loss_table(runs, seed_cols)]
+    if extra:
+        parts += ['', '## Other variants, train/val', '', loss_table(runs, extra)]
+    if any(finished(c) for c in runs.values()):
+        parts += ['', '## Per variant: eval losses and the training-step loss', '',
+                  'train (eval), val (eval): the last evaluation, in eval mode (no dropout), mean over eval_iters '
+                  'batches. train step: the mean loss of the training steps logged in the last eval interval, in '
+                  'train mode (with dropout when dropout > 0): what a training log calls its train loss. '
+                  'Mean ± std over seeds.', '', detail_table(runs)]
+    comparisons = comparison_table(runs)
+    if comparisons:
+        parts += ['', '## Comparisons', '',
+                  'B − A: final val loss of B minus that of the reference A (negative: B is lower). Where A and B '
+                  'have seeds in common (seed s gives both the same batches in the same order), the paired '
+                  'differences over those seeds: mean ± std, the 95% interval mean ± t(0.975, n−1)·std/√n and '
+                  'the two-sided p of the paired t-test; otherwise Welch\'s t on the two groups. gap: "within noise" '
+                  'when the 95% interval contains 0. A val, B val: mean ± std over each one\'s seeds, the '
+                  'seed-to-seed spread to set the gap against.', '', comparisons]
     lam = lambda_tables(runs)
     if lam:
         parts += ['', '## Per-layer lambda after training', '', lam]
-    if extra:
-        parts += ['', '## Other variants, train/val', '', loss_table(runs, extra)]
-    ok = [s for c in runs.values() for s in c['ok']]
+    figures = plot_section(plot_data(runs))
+    if figures:
+        parts += ['', '## Plots', '', figures]
     if ok:
-        cfg = ok[0]['config']
-        keys = ('max_iters', 'batch_size', 'block_size', 'n_embd', 'n_head', 'learning_rate', 'dropout', 'eval_iters')
-        parts += ['', '## Runs', '', 'Schedule of the first run: ' + ', '.join(f'{k}={cfg.get(k)}' for k in keys), '',
-                  '| run | params | iters | tokens/s | wall s | device | dtype |', '|---|---|---|---|---|---|---|']
-        for s in sorted(ok, key=lambda s: s['_dir']):
-            tps = f"{s['tokens_per_sec']:,.0f}" if s.get('tokens_per_sec') else ''
-            parts.append(f"| {os.path.basename(s['_dir'])} | {s['n_params'] / 1e6:.2f}M | {s['iter']} | {tps} | "
-                         f"{s['wall_time_s']:.0f} | {s['device']} | {s['dtype']} |")
+        parts += ['', '## Runs', '', runs_table(ok)]
         diag = diagnostics_table(ok)
         if diag:
             parts += ['', '## Diagnostics (analyze.py, where analysis.json exists)', '', diag]
-    text = '\n'.join(parts) + '\n'
-    written = plots(runs, root)
-    if written:
-        text += '\nPlots: ' + ', '.join(written) + '\n'
+    return '\n'.join(parts) + '\n'
+
+
+def render(root):
+    """Write root/results.md (and the plots, with matplotlib) and return the markdown."""
+    runs = load_runs(root)
+    if not runs:
+        raise SystemExit(f"report.py: no run folders (<variant>_<depth>_s<seed>) in {root}")
+    text = markdown(runs)
     tmp = os.path.join(root, 'results.md.tmp')
     with open(tmp, 'w') as f:
         f.write(text)
     os.replace(tmp, os.path.join(root, 'results.md'))
+    plots(plot_data(runs), root)
     return text
 
 
 if __name__ == '__main__':
     if len(sys.argv) != 2:
         raise SystemExit('usage: python report.py runs/<sweep>')
-    print(render(sys.argv[1]))
+    print(render(sys.argv[1]), end='')

@@ -12,13 +12,14 @@ TINY = ['--n_embd=32', '--n_head=2', '--block_size=16', '--batch_size=2', '--max
         '--eval_interval=2', '--eval_iters=1', '--log_interval=1']
 
 
-def sweep(runs_dir, *extra):
+def sweep(runs_dir, *extra, rc=0, **env_vars):
     env = dict(os.environ, PROFILE='cpu', VARIANTS='nanogpt diff_sym diff_gated', DEPTHS='3L 6L', SWEEP='t',
                RUNS_DIR=str(runs_dir), PYTHON=sys.executable)
+    env.update(env_vars)
     p = subprocess.run(['bash', os.path.join(ROOT, 'ablate.sh'), *TINY, *extra], env=env, capture_output=True,
                        text=True, timeout=900)
-    assert p.returncode == 0, p.stdout + p.stderr
-    return p.stdout
+    assert p.returncode == rc, p.stdout + p.stderr
+    return p.stdout + p.stderr
 
 
 def test_ablate_sweep_skip_resume_and_report(tmp_path):
@@ -43,7 +44,7 @@ def test_ablate_sweep_skip_resume_and_report(tmp_path):
     assert [l.split('|')[1].strip() for l in lam6.splitlines() if l.startswith('| ') and l[2].isdigit()] == \
         [str(i) for i in range(1, 7)]
     other = text.split('## Other variants')[1]
-    assert '| | diff_gated |' in other and '| 6L |' in other and '| 3L | — |' in other  # no diff_gated_3L config
+    assert '| | Diff+Gated |' in other and '| 6L |' in other and '| 3L | — |' in other  # no diff_gated_3L config
     # a re-launch skips finished runs and resumes an unfinished one from its checkpoint
     os.remove(root / 'nanogpt_3L_s1337' / 'summary.json')
     before = json.load(open(root / 'nanogpt_6L_s1337' / 'summary.json'))
@@ -52,6 +53,15 @@ def test_ablate_sweep_skip_resume_and_report(tmp_path):
     s = json.load(open(root / 'nanogpt_3L_s1337' / 'summary.json'))
     assert s['iter'] == 4
     assert json.load(open(root / 'nanogpt_6L_s1337' / 'summary.json')) == before
+
+
+def test_ablate_exits_nonzero_when_runs_failed_after_writing_the_report(tmp_path):
+    out = sweep(tmp_path, '--dropout=high', rc=1, VARIANTS='nanogpt diff_sym', DEPTHS='3L')  # a bad override
+    root = tmp_path / 't'
+    assert sum(l.startswith('FAILED ') for l in out.splitlines()) == 2 and 'ablate.sh: 2 run(s) failed' in out
+    for name in ('nanogpt_3L_s1337', 'diff_sym_3L_s1337'):
+        assert (root / name / 'FAILED').read_text().strip() == '1'
+    assert 'FAILED' in (root / 'results.md').read_text()  # the report was written, and shows the failures
 
 
 def _summary(d, train, val, lambdas=None):
@@ -80,7 +90,8 @@ def test_report_missing_failed_and_several_seeds(tmp_path):
     diag = text.split('## Diagnostics')[1]
     assert '| nanogpt_6L_s1 | 0.250 | 0.50 | 3.5 | 12.0 | 7.5 | +0.0010 | +0.0400 |' in diag
     assert 'nanogpt_3L_s1 |' not in diag  # no analysis.json there
-    rows = {l.split('|')[1].strip(): [c.strip() for c in l.split('|')[2:-1]] for l in text.splitlines()
+    table = text.split('## Final loss, train/val')[1].split('##')[0]  # later sections have depth rows too
+    rows = {l.split('|')[1].strip(): [c.strip() for c in l.split('|')[2:-1]] for l in table.splitlines()
             if l.startswith('| 3L') or l.startswith('| 6L')}
     # columns: nanogpt, gpt+Diff, gpt+Sym (the seed's order, only those with runs)
     assert rows['3L'][0] == '1.10 ± 0.14/1.30 ± 0.14 (n=2)'
@@ -109,4 +120,4 @@ def test_report_llama_runs_in_the_seed_layout(tmp_path):
     assert '| 6L | **2.10/2.10** | 2.30/2.40 | 2.00/2.20 |' in table
     assert 'llama gpt+Diff λ1' in text.split('## Per-layer lambda')[1]
     other = text.split('## Other variants')[1].split('##')[0]
-    assert '| | llama_gated |' in other and 'llama_sym' not in other
+    assert '| | llama Gated (G1) |' in other and 'llama gpt+Sym' not in other

@@ -1,0 +1,282 @@
+"""report.py: Student's t without scipy, the comparisons, the labels, and results.md as a pure function of the runs."""
+import json
+import math
+import os
+import shutil
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+import report  # noqa: E402
+
+CONFIG = dict(dataset='shakespeare_char', causal=True, dropout=0.0, max_iters=500, lr_decay_iters=500,
+              warmup_iters=50, learning_rate=1e-3, min_lr=1e-4, batch_size=32, block_size=256, n_embd=256, n_head=8,
+              eval_interval=100, eval_iters=20, seed=1)
+
+
+def make_run(root, name, val, train=None, step=None, lambdas=(), **config):
+    """A finished run folder as train.py leaves it (summary.json, log.jsonl): eval lines every 100 iterations
+    falling to `val`; 'train' lines every 10, in the last eval interval from step - 0.045 to step + 0.045 (mean
+    `step`) and 9.0 before, so a window that reaches too far shows; lambda/L{n}/full on the eval lines."""
+    cfg = dict(CONFIG, **config)
+    d = os.path.join(root, name)
+    os.makedirs(d)
+    step = val + 0.1 if step is None else step
+    log = []
+    for it in range(0, cfg['max_iters'] + 1, 10):
+        if it and it % 10 == 0:
+            k = (it - cfg['max_iters'] + 100) // 10  # 1..10 in the last eval interval
+            log.append(dict(iter=it, kind='train', loss=step + 0.01 * (k - 5.5) if k > 0 else 9.0, lr=1e-4))
+        if it % cfg['eval_interval'] == 0:
+            frac = it / cfg['max_iters']
+            lam = {f'lambda/L{i + 1}/full': l * frac for i, l in enumerate(lambdas)}
+            log.append(dict(iter=it, kind='eval', train_loss=4 - (4 - (train or val)) * frac,
+                            val_loss=4 - (4 - val) * frac, lr=1e-4, **lam))
+    table = [dict(layer=i + 1, lambda_1=1.0, lambda_2=1.0 - l, lambda_init=0.5, lambda_full=l)
+             for i, l in enumerate(lambdas)]
+    summary = dict(config=cfg, n_params=1.2e6, iter=cfg['max_iters'], finished=True,
+                   final_train_loss=train if train is not None else val - 0.01, final_val_loss=val,
+                   final_eval_iter=cfg['max_iters'], lambda_table=table, tokens_per_sec=1e4, wall_time_s=400.0,
+                   device='cpu', dtype='bfloat16')
+    with open(os.path.join(d, 'summary.json'), 'w') as f:
+        json.dump(summary, f)
+    with open(os.path.join(d, 'log.jsonl'), 'w') as f:
+        f.writelines(json.dumps(r) + '\n' for r in log)
+
+
+def section(text, name):
+    return text.split(f'## {name}')[1].split('\n## ')[0]
+
+
+def cells(line):
+    return [c.strip() for c in line.split('|')[1:-1]]
+
+
+# ----------------------------------------------------------------------------- Student's t
+
+def test_t_quantile_matches_the_table():
+    # two-sided 95% and 99% critical values of Student's t, from any printed table
+    table = {1: (12.706, 63.657), 2: (4.303, 9.925), 3: (3.182, 5.841), 4: (2.776, 4.604), 5: (2.571, 4.032),
+             10: (2.228, 3.169), 20: (2.086, 2.845), 30: (2.042, 2.750)}
+    for df, (t975, t995) in table.items():
+        assert abs(report.t_quantile(0.975, df) - t975) < 6e-4, df
+        assert abs(report.t_quantile(0.995, df) - t995) < 6e-4, df
+        assert report.t_quantile(0.025, df) == -report.t_quantile(0.975, df)
+    assert abs(report.t_quantile(0.975, 1e6) - 1.960) < 6e-4  # the normal limit
+    assert report.t_quantile(0.5, 3) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_t_cdf_closed_forms_and_inverse():
+    # df = 1 is Cauchy: F(t) = 1/2 + atan(t)/pi; df = 2: F(t) = 1/2 + t / (2 sqrt(2 + t^2))
+    for t in (-300.0, -12.706, -3.0, -0.5, 0.0, 0.01, 0.7, 2.0, 4.303, 40.0, 1e4):
+        assert report.t_cdf(t, 1) == pytest.approx(0.5 + math.atan(t) / math.pi, abs=1e-12)
+        assert report.t_cdf(t, 2) == pytest.approx(0.5 + t / (2 * math.sqrt(2 + t * t)), abs=1e-12)
+    for df in (1, 2.5, 7, 60):  # fractional df: Welch's
+        for q in (0.6, 0.9, 0.975, 0.999):
+            assert report.t_cdf(report.t_quantile(q, df), df) == pytest.approx(q, abs=1e-10)
+
+
+def test_betainc_identities_on_both_branches():
+    # I_x(a, 1) = x^a, I_x(1, b) = 1 - (1 - x)^b, on both sides of the switch at x = (a + 1) / (a + b + 2)
+    for x in (1e-6, 0.05, 0.3, 0.5, 0.7, 0.95, 0.999999):
+        for a in (0.5, 2.0, 7.5):
+            assert report.betainc(a, 1.0, x) == pytest.approx(x ** a, rel=1e-10, abs=1e-14)
+            assert report.betainc(1.0, a, x) == pytest.approx(1 - (1 - x) ** a, rel=1e-10, abs=1e-14)
+        assert report.betainc(3.0, 0.5, x) == pytest.approx(1 - report.betainc(0.5, 3.0, 1 - x), abs=1e-12)
+    assert report.betainc(2.0, 0.5, 0.0) == 0.0 and report.betainc(2.0, 0.5, 1.0) == 1.0
+
+
+def test_paired_t_by_hand():
+    # d = 0.01, 0.02, 0.03: mean 0.02, sd 0.01, se = 0.01 / sqrt(3), t = sqrt(12), df 2;
+    # p = 1 - t / sqrt(2 + t^2) = 1 - sqrt(6/7) (the df = 2 closed form), interval 0.02 +- 4.3027 se
+    a = {1: 1.520, 2: 1.505, 3: 1.500, 4: 9.99}  # seed 4 has no partner: left out
+    b = {1: 1.530, 2: 1.525, 3: 1.530}  # pairs by seed, not by rank (that would give 0.025, 0.025, 0.01)
+    r = report.paired_t(a, b)
+    assert r['seeds'] == [1, 2, 3] and r['n'] == 3
+    assert r['diff'] == pytest.approx(0.02) and r['sd'] == pytest.approx(0.01)
+    assert r['p'] == pytest.approx(1 - math.sqrt(6 / 7), rel=1e-9)
+    half = 4.302652729911275 * 0.01 / math.sqrt(3)
+    assert (r['lo'], r['hi']) == (pytest.approx(0.02 - half), pytest.approx(0.02 + half))
+
+
+def test_welch_t_matches_reference_values():
+    # reference: Welch's test of b against a as statistics packages compute it (p, 95% interval of b - a, df)
+    a, b = [1.50, 1.52, 1.49], [1.47, 1.50, 1.45, 1.48]
+    r = report.welch_t(a, b)
+    assert r['diff'] == pytest.approx(-0.0283333333333, abs=1e-12)
+    assert r['df'] == pytest.approx(4.993325917686, rel=1e-9)
+    assert r['p'] == pytest.approx(0.09250246798041768, rel=1e-8)
+    assert (r['lo'], r['hi']) == (pytest.approx(-0.06341596816472117, rel=1e-8),
+                                  pytest.approx(0.006749301498054978, rel=1e-8))
+    # equal sizes and variances: Welch's df is the pooled 2 (n - 1)
+    assert report.welch_t([1.0, 2.0, 3.0], [2.0, 3.0, 4.0])['df'] == pytest.approx(4.0)
+
+
+def test_pairing_uses_the_seed_not_the_order():
+    # a large seed effect shared by both variants, B always 0.01 lower: paired, the gap is clear; Welch on the
+    # same numbers (no seed in common) sees mostly seed spread and an interval around 0
+    a = {1: 1.60, 2: 1.40, 3: 1.50, 10: 1.55}
+    b = {s: v - 0.01 + 0.001 * (s % 2) for s, v in a.items()}
+    r = report.compare(a, b)
+    assert r['test'] == 'paired' and r['hi'] < 0 and r['p'] < 0.001
+    w = report.compare(a, {s + 100: v for s, v in b.items()})
+    assert w['test'] == 'welch' and w['lo'] < 0 < w['hi']
+    one = report.compare({1: 1.5, 2: 1.7, 3: 1.9}, {1: 1.45})  # the one shared seed, not the means
+    assert one == dict(test='single', seeds=[1], diff=pytest.approx(-0.05))
+    assert report.compare({1: 1.5}, {2: 1.45, 3: 1.55})['diff'] == pytest.approx(0.0)
+    same = report.compare({1: 1.5, 2: 1.6}, {1: 1.49, 2: 1.59})  # identical differences: se 0, a point interval
+    assert same['lo'] == same['hi'] == pytest.approx(-0.01) and same['p'] == 0.0
+
+
+# ----------------------------------------------------------------------------- the report's sections
+
+def test_comparisons_section(tmp_path):
+    for s, (a, b) in {1: (1.50, 1.48), 2: (1.60, 1.57), 10: (1.40, 1.39)}.items():
+        make_run(tmp_path, f'nanogpt_3L_s{s}', a)
+        make_run(tmp_path, f'diff_3L_s{s}', b, lambdas=[0.3, 0.5])
+        make_run(tmp_path, f'sym_3L_s{s}', a + 0.003 * (-1) ** s)
+    make_run(tmp_path, 'sym_noself_3L_s1', 1.55, mask_self=True)
+    make_run(tmp_path, 'gated_3L_s4', 1.45)
+    make_run(tmp_path, 'gated_3L_s5', 1.47)
+    make_run(tmp_path, 'diff_6L_s1', 1.30)  # no nanogpt at 6L: no comparison there
+    text = report.render(str(tmp_path))
+    rows = [cells(l) for l in section(text, 'Comparisons').splitlines() if l.startswith('| 3L') or l.startswith('| 6L')]
+    assert [r[1:3] for r in rows] == [['nanogpt', 'gpt+Diff'], ['nanogpt', 'gpt+Sym'], ['nanogpt', 'Gated (G1)'],
+                                      ['gpt+Sym', 'Sym, no self']]
+    diff, sym, gated, noself = rows
+    # diff - nanogpt: -0.02, -0.03, -0.01 over seeds 1, 2, 10 (numeric order): mean -0.02, sd 0.01, df 2
+    half = 4.302652729911275 * 0.01 / math.sqrt(3)
+    assert diff[3:] == ['1, 2, 10', '-0.0200 ± 0.0100', f'[{-0.02 - half:+.4f}, {-0.02 + half:+.4f}]', '0.074',
+                        'paired t, n=3', 'within noise', '1.5000 ± 0.1000', '1.4800 ± 0.0900']
+    assert sym[7:9] == ['paired t, n=3', 'within noise']
+    assert gated[3] == 'A: 1, 2, 10; B: 4, 5' and gated[7].startswith('Welch t, n=3+2, df=')
+    assert noself[3:9] == ['1', '+0.0530', 'none: one seed', '—', 'one seed', 'unknown']
+    # a clear gap: B always 0.05 higher give or take 0.001
+    for s, v in {1: 1.5, 2: 1.6, 3: 1.4}.items():
+        make_run(tmp_path / 'clear', f'nanogpt_3L_s{s}', v)
+        make_run(tmp_path / 'clear', f'softmax1_3L_s{s}', v + 0.05 + 0.001 * (s - 2))
+    row = cells(section(report.render(str(tmp_path / 'clear')), 'Comparisons').splitlines()[-1])
+    assert row[2] == 'Softmax-1' and row[4] == '+0.0500 ± 0.0010' and row[6] == '<0.001'
+    assert row[8] == 'not within noise: B higher'
+
+
+def test_title_says_what_the_sweep_is(tmp_path):
+    make_run(tmp_path, 'sym_3L_s1', 1.5, causal=False, dropout=0.2)
+    make_run(tmp_path, 'sym_noself_3L_s1', 1.6, causal=False, dropout=0.2, mask_self=True)
+    text = report.render(str(tmp_path))
+    head = text.splitlines()[0]
+    assert head == ('# shakespeare_char: attention without the causal mask: not a causal language model, '
+                    '500 steps at learning rate 0.001, dropout 0.2')
+    assert 'mask_self=True' in text and 'in: Sym, no self;' in text
+    assert 'causal=False' in text and str(tmp_path) not in text
+    make_run(tmp_path / 'mixed', 'nanogpt_3L_s1', 1.5)
+    make_run(tmp_path / 'mixed', 'sym_3L_s1', 1.5, causal=False, max_iters=5000, learning_rate=3e-4)
+    head = report.render(str(tmp_path / 'mixed')).splitlines()[0]
+    assert head.startswith('# shakespeare_char: mixed: some runs without the causal mask')
+    assert '500/5000 steps at learning rate 0.0003/0.001' in head and 'mask_self' not in head
+    make_run(tmp_path / 'causal', 'nanogpt_3L_s1', 1.5)
+    assert report.render(str(tmp_path / 'causal')).startswith('# shakespeare_char: causal language model, 500 steps')
+
+
+def test_train_step_loss_column(tmp_path):
+    # the training-step loss: the 'train' lines after the second-to-last eval (iterations 410..500), not the
+    # 9.0 logged before; beside the eval losses; with dropout it can sit above the val loss
+    make_run(tmp_path, 'nanogpt_3L_s1', 1.50, train=1.45, step=1.70, dropout=0.2)
+    make_run(tmp_path, 'nanogpt_3L_s2', 1.52, train=1.47, step=1.74, dropout=0.2)
+    make_run(tmp_path, 'gated_3L_s1', 1.40, train=1.35, step=1.60, dropout=0.2)
+    text = report.render(str(tmp_path))
+    rows = [cells(l) for l in section(text, 'Per variant').splitlines() if l.startswith('| 3L')]
+    assert rows == [['3L', 'nanogpt', '1, 2', '1.460 ± 0.014', '1.510 ± 0.014', '1.720 ± 0.028', '0.2'],
+                    ['3L', 'Gated (G1)', '1', '1.350', '1.400', '1.600', '0.2']]
+
+
+def test_variant_names_and_order(tmp_path):
+    for v in ('softmax1', 'sym_noself', 'norm_sym', 'gated', 'nanogpt', 'diff', 'my_new', 'diff_sym', 'sym'):
+        make_run(tmp_path, f'{v}_3L_s1', 1.5)
+    text = report.render(str(tmp_path))
+    assert '| | nanogpt | gpt+Diff | gpt+Sym | gpt+Diff+Sym | Norm+Sym |' in section(text, 'Final loss')
+    assert '| | Sym, no self | Gated (G1) | Softmax-1 | my_new |' in section(text, 'Other variants')
+    order = [cells(l)[1] for l in section(text, 'Per variant').splitlines() if l.startswith('| 3L')]
+    assert order == ['nanogpt', 'gpt+Diff', 'gpt+Sym', 'gpt+Diff+Sym', 'Norm+Sym', 'Sym, no self', 'Gated (G1)',
+                     'Softmax-1', 'my_new']
+
+
+# ----------------------------------------------------------------------------- reproducibility
+
+def test_markdown_does_not_depend_on_matplotlib(tmp_path, monkeypatch):
+    make_run(tmp_path, 'nanogpt_3L_s1', 1.5)
+    make_run(tmp_path, 'diff_3L_s1', 1.4, lambdas=[0.3, 0.6])
+    monkeypatch.setitem(sys.modules, 'matplotlib', None)  # import matplotlib raises ImportError
+    without = report.render(str(tmp_path))
+    monkeypatch.setattr(report, 'plots', lambda data, root: list(report.PLOTS))  # as if it drew both
+    assert report.render(str(tmp_path)) == without
+    assert '[val_loss.png](val_loss.png)' in without and '[lambda_full.png](lambda_full.png)' in without
+    shutil.rmtree(tmp_path / 'diff_3L_s1')  # no diff model, no lambda plot to name
+    assert 'lambda_full.png' not in report.render(str(tmp_path))
+
+
+def test_plots_with_matplotlib(tmp_path):
+    pytest.importorskip('matplotlib')
+    for s in (1, 2):
+        make_run(tmp_path, f'nanogpt_3L_s{s}', 1.5 + s / 100)
+        make_run(tmp_path, f'diff_3L_s{s}', 1.4, lambdas=[0.3, 0.6 + s / 10])
+    report.render(str(tmp_path))
+    for name in report.PLOTS:
+        with open(tmp_path / name, 'rb') as f:
+            assert f.read(8) == b'\x89PNG\r\n\x1a\n'
+    curves = report.plot_data(report.load_runs(str(tmp_path)))['lambda_full.png'][('diff', '3L')]
+    iters, mean, lo, hi = curves[2]
+    assert iters[-1] == 500 and (mean[-1], lo[-1], hi[-1]) == (pytest.approx(0.75), 0.7, 0.8)
+
+
+def sweep_folders(base):
+    """Folders under base with a results.md and run folders (<variant>_<depth>_s<seed>/summary.json)."""
+    found = []
+    for dirpath, dirnames, filenames in os.walk(base):
+        runs = [d for d in dirnames
+                if report.RUN_RE.match(d) and os.path.exists(os.path.join(dirpath, d, 'summary.json'))]
+        if runs and 'results.md' in filenames:
+            found.append(dirpath)
+    return sorted(found)
+
+
+def rerender_matches(folder, tmp):
+    """Copy only the run folders' files (summary.json, log.jsonl) to a fresh folder elsewhere, re-render there
+    and compare byte for byte with folder/results.md."""
+    copy = os.path.join(tmp, 'copy_of_' + os.path.basename(folder))
+    for name in sorted(os.listdir(folder), reverse=True):  # another creation order too
+        if report.RUN_RE.match(name):
+            os.makedirs(os.path.join(copy, name))
+            for f in ('summary.json', 'log.jsonl'):
+                if os.path.exists(os.path.join(folder, name, f)):
+                    shutil.copy(os.path.join(folder, name, f), os.path.join(copy, name, f))
+    report.render(copy)
+    with open(os.path.join(folder, 'results.md'), 'rb') as f, open(os.path.join(copy, 'results.md'), 'rb') as g:
+        return f.read() == g.read()
+
+
+def test_committed_results_rerender_byte_for_byte(tmp_path):
+    # every committed sweep under results/; none committed yet is a pass for that reason alone
+    for i, folder in enumerate(sweep_folders(os.path.join(ROOT, 'results'))):
+        (tmp_path / str(i)).mkdir()
+        assert rerender_matches(folder, str(tmp_path / str(i))), f'{folder}/results.md is not what report.py renders'
+
+
+def test_rerender_check_on_a_synthetic_committed_sweep(tmp_path):
+    sweep = tmp_path / 'results' / 'shakespeare_cpu_long'
+    for s in (1, 2, 10):
+        make_run(sweep, f'nanogpt_3L_s{s}', 1.5 + s / 1000)
+        make_run(sweep, f'diff_3L_s{s}', 1.49 + s / 900, lambdas=[0.3, 0.5])
+        make_run(sweep, f'sym_3L_s{s}', 1.51)
+    make_run(sweep, 'gated_3L_s1', 1.45)
+    (sweep / 'sym_3L_s10' / 'train.log').write_text('not committed\n')
+    report.render(str(sweep))
+    assert sweep_folders(str(tmp_path / 'results')) == [str(sweep)]
+    (tmp_path / 'a').mkdir()
+    assert rerender_matches(str(sweep), str(tmp_path / 'a'))
+    text = (sweep / 'results.md').read_text()
+    (sweep / 'results.md').write_text(text.replace('1.5', '1.6', 1))  # a hand edit is caught
+    (tmp_path / 'b').mkdir()
+    assert not rerender_matches(str(sweep), str(tmp_path / 'b'))
