@@ -20,15 +20,16 @@ attention_maps.png (every layer's head-averaged map for one sample).
 """
 import argparse
 import copy
-import json
 import math
 import os
 
 import numpy as np
 import torch
 
+from dataset import batch_rng, get_batch, load_meta, load_split
+from hardware import add_device_args, autocast_context, device_and_dtype
 from model import load_checkpoint
-from train import autocast_context, batch_rng, data_dir, get_batch, load_split, pick_dtype, resolve_device
+from output import pyplot, save_figure, write_json
 
 
 # --- the metrics, each on plain tensors so the tests can check them on constructed inputs
@@ -112,7 +113,7 @@ def analyze(model, batches):
                 xin = captured[('in', i)]
                 att = blk.attn
                 q, k, _ = att.project(xin)
-                if att.attn in ('diff', 'diffv2'):
+                if att.kind in ('diff', 'diffv2'):
                     q1, q2, k1, k2 = att.split_pairs(q, k)
                     score_maps = [(q1, k1), (q2, k2)]
                 else:
@@ -187,11 +188,8 @@ def markdown(res, name):
 
 
 def heatmaps(model, x, path):
-    try:
-        import matplotlib
-        matplotlib.use('Agg')
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return False
     maps = model.attention_maps(x[:1])
     fig, axes = plt.subplots(1, len(maps), figsize=(3 * len(maps), 3), squeeze=False)
@@ -199,8 +197,7 @@ def heatmaps(model, x, path):
         ax.imshow(w[0].float().mean(0).cpu().numpy(), cmap='viridis')
         ax.set_title(f'layer {i + 1}', fontsize=8)
         ax.axis('off')
-    fig.savefig(path, dpi=110, bbox_inches='tight')
-    plt.close(fig)
+    save_figure(fig, path)
     return True
 
 
@@ -212,22 +209,18 @@ def main():
     ap.add_argument('--eval_iters', type=int, default=10)
     ap.add_argument('--batch_size', type=int, default=8)
     ap.add_argument('--seed', type=int, default=1337)
-    ap.add_argument('--device', default='auto', help="'auto' (cuda if present, else cpu), 'cpu', 'cuda', 'cuda:1', "
-                    "'mps'")
     # full precision by default: the same numbers on every machine, and an int8 penalty of 1e-4 in loss is about
     # the size of bf16's rounding ('auto' is bf16 on GPUs and on some CPUs)
-    ap.add_argument('--dtype', default='float32', choices=['auto', 'float32', 'bfloat16', 'float16'])
+    add_device_args(ap, dtype='float32')
     args = ap.parse_args()
     path = args.ckpt or os.path.join(args.out_dir, 'ckpt.pt')
-    device, device_type = resolve_device(args.device)
-    dtype = pick_dtype(args.dtype, device_type)
+    device, device_type, dtype = device_and_dtype(args)
     try:
         model, ckpt = load_checkpoint(path, device)
     except (FileNotFoundError, ValueError) as e:
         raise SystemExit(f'error: {e}')
     cfg = ckpt['config']
-    meta_path = os.path.join(data_dir(cfg['dataset']), 'meta.json')
-    val = load_split(cfg['dataset'], 'val', json.load(open(meta_path)) if os.path.exists(meta_path) else {})
+    val = load_split(cfg['dataset'], 'val', load_meta(cfg['dataset']))
     T = model.config.block_size
     batches = [get_batch(val, batch_rng(args.seed, 3, k), args.batch_size, T, device) for k in range(args.eval_iters)]
     with autocast_context(dtype, device_type):
@@ -236,9 +229,7 @@ def main():
     res.update(checkpoint=path, iter=ckpt['iter_num'], eval_iters=args.eval_iters, batch_size=args.batch_size,
                model_args=ckpt['model_args'], optimizer=cfg.get('optimizer'), device=device, dtype=dtype)
     folder = os.path.dirname(os.path.abspath(path))
-    with open(os.path.join(folder, 'analysis.json.tmp'), 'w') as f:
-        json.dump(res, f, indent=1)
-    os.replace(os.path.join(folder, 'analysis.json.tmp'), os.path.join(folder, 'analysis.json'))
+    write_json(os.path.join(folder, 'analysis.json'), res)
     if heatmaps(model, batches[0][0], os.path.join(folder, 'attention_maps.png')):
         print(f'wrote {os.path.join(folder, "attention_maps.png")}')
     print(markdown(res, os.path.basename(folder)))

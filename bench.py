@@ -13,11 +13,14 @@ On CUDA it also checks that every softmax-family variant runs on a fused SDPA ke
 not on the math fallback. A benchmark, not a test.
 """
 import argparse
+import itertools
 import json
 import os
 import subprocess
 import sys
 import time
+
+from output import write_json
 
 VARIANTS = {
     'softmax': {}, 'diff': dict(attn='diff'), 'sym': dict(symmetric=True),
@@ -30,18 +33,17 @@ VARIANTS = {
 def run_one(spec):
     """Time one configuration in this process; returns a dict."""
     import resource
-    import contextlib
     import torch
+    from hardware import autocast_context
     from model import GPT, GPTConfig
     torch.manual_seed(0)
     dev = spec['device']
     cfg = GPTConfig(block_size=spec['seq'], vocab_size=65, n_layer=spec['n_layer'], n_head=spec['n_head'],
                     n_embd=spec['n_embd'], dropout=spec['dropout'], bias=False, **VARIANTS[spec['variant']])
     model = GPT(cfg).to(dev)
-    opt = model.configure_optimizers(0.1, 3e-4, (0.9, 0.99), dev.split(':')[0])
+    opt = model.configure_optimizers(0.1, 3e-4, (0.9, 0.99))
     step_model = torch.compile(model) if spec['compile'] else model
-    dt = dict(float32=torch.float32, bfloat16=torch.bfloat16)[spec['dtype']]
-    ctx = contextlib.nullcontext() if spec['dtype'] == 'float32' else torch.autocast(dev.split(':')[0], dtype=dt)
+    ctx = autocast_context(spec['dtype'], dev.split(':')[0])
     B, T = spec['batch_size'], spec['seq']
     x = torch.randint(0, 65, (B, T), device=dev)
     y = torch.randint(0, 65, (B, T), device=dev)
@@ -114,32 +116,27 @@ def main():
         import torch
         device = 'cuda' if torch.cuda.is_available() else 'cpu'
     results = []
-    for T in args.seq:
-        for dtype in args.dtype:
-            for dropout in args.dropout:
-                for comp in args.compile:
-                    for v in args.variants:
-                        spec = dict(variant=v, seq=T, dtype=dtype, dropout=dropout, compile=comp, device=device,
-                                    n_layer=args.n_layer, n_embd=args.n_embd, n_head=args.n_head,
-                                    batch_size=args.batch_size, steps=args.steps, warmup=args.warmup)
-                        p = subprocess.run([sys.executable, os.path.abspath(__file__), '--one', json.dumps(spec)],
-                                           capture_output=True, text=True)
-                        line = next((l for l in p.stdout.splitlines() if l.startswith('RESULT ')), None)
-                        if line is None:
-                            err = (p.stderr.strip().splitlines() or ['no output'])[-1]
-                            print(f"{v} T={T} {dtype} dropout={dropout} compile={comp}: FAILED ({err})", file=sys.stderr)
-                            results.append(dict(spec, error=err))
-                            continue
-                        r = json.loads(line[7:])
-                        results.append(r)
-                        print(f"{v:18s} T={T:5d} {dtype:8s} dropout={dropout} compile={comp}: "
-                              f"{r['ms_per_step']:8.1f} ms/step {r['tokens_per_sec']:10,.0f} tok/s "
-                              f"{r['peak_mem_mb']:8.1f} MB", file=sys.stderr, flush=True)
+    for T, dtype, dropout, comp, v in itertools.product(args.seq, args.dtype, args.dropout, args.compile,
+                                                         args.variants):
+        spec = dict(variant=v, seq=T, dtype=dtype, dropout=dropout, compile=comp, device=device,
+                    n_layer=args.n_layer, n_embd=args.n_embd, n_head=args.n_head,
+                    batch_size=args.batch_size, steps=args.steps, warmup=args.warmup)
+        p = subprocess.run([sys.executable, os.path.abspath(__file__), '--one', json.dumps(spec)],
+                           capture_output=True, text=True)
+        line = next((l for l in p.stdout.splitlines() if l.startswith('RESULT ')), None)
+        if line is None:
+            err = (p.stderr.strip().splitlines() or ['no output'])[-1]
+            print(f"{v} T={T} {dtype} dropout={dropout} compile={comp}: FAILED ({err})", file=sys.stderr)
+            results.append(dict(spec, error=err))
+            continue
+        r = json.loads(line[7:])
+        results.append(r)
+        print(f"{v:18s} T={T:5d} {dtype:8s} dropout={dropout} compile={comp}: "
+              f"{r['ms_per_step']:8.1f} ms/step {r['tokens_per_sec']:10,.0f} tok/s "
+              f"{r['peak_mem_mb']:8.1f} MB", file=sys.stderr, flush=True)
     print(markdown(results))
     if args.json:
-        with open(args.json + '.tmp', 'w') as f:
-            json.dump(results, f, indent=1)
-        os.replace(args.json + '.tmp', args.json)
+        write_json(args.json, results)
 
 
 def markdown(results):

@@ -29,7 +29,7 @@ import math
 import os
 import warnings
 from dataclasses import dataclass, fields
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import torch
 import torch.nn as nn
@@ -112,18 +112,6 @@ def upcast(x):
     return x.to(torch.promote_types(x.dtype, torch.float32))
 
 
-class LayerNorm(nn.Module):
-    """LayerNorm with an optional bias (PyTorch's has no bias=False before 2.1; kept as nanoGPT's)."""
-
-    def __init__(self, ndim, bias):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(ndim))
-        self.bias = nn.Parameter(torch.zeros(ndim)) if bias else None
-
-    def forward(self, x):
-        return F.layer_norm(x, self.weight.shape, self.weight, self.bias, 1e-5)
-
-
 class RMSNorm(nn.Module):
     """RMSNorm(x) = x / sqrt(mean(x^2) + eps) * weight, computed in fp32 like LayerNorm under autocast."""
 
@@ -138,11 +126,10 @@ class RMSNorm(nn.Module):
 
 class Dropout(nn.Module):
     """Inverted dropout: y = x * m / (1 - p), m ~ Bernoulli(1 - p) per element.
-    On GPUs this is torch's fused kernel. On CPU torch's bernoulli_ makes a random double per element, and on the CI
-    machine those draws cost nearly as much as all of a small model's matmuls; here each element gets 16 random bits
-    instead, four per 64-bit draw (under torch.compile two per 32-bit draw), and the mask is applied in place (step
-    times: results/bench_cpu.md). So on CPU p is rounded to a multiple of 2^-16 (0.2 -> 0.1999969; FlashAttention
-    rounds it to 2^-8), and 1 / (1 - p) uses the rounded p: E[y] = x exactly."""
+    Off CPU this is torch's fused kernel. On CPU torch's bernoulli_ draws a random double per element, which costs
+    as much as a small model's matmuls, so here each element gets 16 random bits instead (four masks per 64-bit
+    draw; two per 32-bit draw under torch.compile). Hence on CPU p is rounded to a multiple of 2^-16, and
+    1 / (1 - p) uses the rounded p, so that E[y] = x exactly."""
 
     def __init__(self, p):
         super().__init__()
@@ -183,7 +170,8 @@ class _ScaleMasked(torch.autograd.Function):
 
 
 def make_norm(config, dim):
-    return LayerNorm(dim, config.bias) if config.norm == 'layernorm' else RMSNorm(dim)
+    # nn.LayerNorm's parameters, weight and bias (none with bias=False), keep earlier checkpoints' keys
+    return nn.LayerNorm(dim, eps=1e-5, bias=config.bias) if config.norm == 'layernorm' else RMSNorm(dim)
 
 
 def rope_cache(T, dim, theta):
@@ -200,14 +188,22 @@ def apply_rope(x, cos, sin):
     return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2).type_as(x)
 
 
-class CausalSelfAttention(nn.Module):
-    """One module for every attention variant; each idea is a few lines below."""
+class Lambdas(NamedTuple):
+    """Differential attention's lambda: lambda_full = lambda_1 - lambda_2 + lambda_init."""
+    lambda_1: torch.Tensor  # exp(lambda_q1 . lambda_k1)
+    lambda_2: torch.Tensor  # exp(lambda_q2 . lambda_k2)
+    lambda_full: torch.Tensor
+
+
+class SelfAttention(nn.Module):
+    """One module for every attention variant, causal or not; each idea is a few lines below."""
 
     def __init__(self, config, depth):
         super().__init__()
         C, H = config.n_embd, config.n_head
         self.n_head, self.n_kv_head = H, config.n_kv_head or H
-        self.attn, self.symmetric, self.softmax1, self.causal = config.attn, config.symmetric, config.softmax1, config.causal
+        self.kind = config.attn  # 'softmax' | 'diff' | 'diffv2' | 'cosine'
+        self.symmetric, self.softmax1, self.causal = config.symmetric, config.softmax1, config.causal
         self.mask_self = config.mask_self
         self.gate, self.gate_pos, self.dropout = config.gate, config.gate_pos, config.dropout
         self.head_dim = hd = config.head_dim
@@ -247,11 +243,11 @@ class CausalSelfAttention(nn.Module):
         else:
             self.rope_cos = None
 
-    def lambda_parts(self):
-        """(lambda_1, lambda_2, lambda_full) for attn='diff', computed in fp32 as the reference does."""
+    def lambdas(self):
+        """Lambdas(lambda_1, lambda_2, lambda_full) for attn='diff', in at least fp32 as the reference computes them."""
         l1 = torch.exp(torch.dot(upcast(self.lambda_q1), upcast(self.lambda_k1)))
         l2 = torch.exp(torch.dot(upcast(self.lambda_q2), upcast(self.lambda_k2)))
-        return l1, l2, l1 - l2 + self.lambda_init
+        return Lambdas(l1, l2, l1 - l2 + self.lambda_init)
 
     def _gate(self, y, x):
         """y (B, T, heads, dim) times sigmoid(x W_g): one score per head (headwise) or per channel."""
@@ -275,7 +271,7 @@ class CausalSelfAttention(nn.Module):
     def split_pairs(self, q, k):
         """Differential heads: query pair (q1, q2) and key pair (k1, k2); k1 = k2 in V2 (one K per group)."""
         q1, q2 = q[:, 0::2], q[:, 1::2]
-        if self.attn == 'diffv2':
+        if self.kind == 'diffv2':
             return q1, q2, k, k
         return q1, q2, k[:, 0::2], k[:, 1::2]
 
@@ -350,7 +346,7 @@ class CausalSelfAttention(nn.Module):
 
         def one_map(q, k):
             k = k.repeat_interleave(q.size(1) // k.size(1), dim=1)  # GQA: query head h uses kv head h // n_rep
-            if self.attn == 'cosine':
+            if self.kind == 'cosine':
                 w = 1 + F.normalize(upcast(q), dim=-1) @ F.normalize(upcast(k), dim=-1).transpose(-2, -1)
                 if mask is not None:
                     w = w.masked_fill(~mask, 0.0)
@@ -364,7 +360,7 @@ class CausalSelfAttention(nn.Module):
             e = torch.exp(s - m)
             return e / (torch.exp(-m) + e.sum(-1, keepdim=True))
 
-        if self.attn in ('diff', 'diffv2'):
+        if self.kind in ('diff', 'diffv2'):
             q1, q2, k1, k2 = self.split_pairs(q, k)
             return one_map(q1, k1) - lam * one_map(q2, k2)
         return one_map(q, k)
@@ -373,22 +369,22 @@ class CausalSelfAttention(nn.Module):
         B, T, C = x.size()
         q, k, v = self.project(x)
         lam = None
-        if self.attn == 'diff':
-            lam = self.lambda_parts()[2].to(q.dtype)
-        elif self.attn == 'diffv2':
+        if self.kind == 'diff':
+            lam = self.lambdas().lambda_full.to(q.dtype)
+        elif self.kind == 'diffv2':
             lam = torch.sigmoid(self.lambda_proj(x)).transpose(1, 2).unsqueeze(-1).to(q.dtype)  # (B, H, T, 1)
         w = None
-        if return_weights or self.attn == 'cosine':
+        if return_weights or self.kind == 'cosine':
             w = self.weights(q, k, lam)
             y = self.attn_dropout(w).to(v.dtype) @ v.repeat_interleave(self.n_head // self.n_kv_head, dim=1)
-        elif self.attn in ('diff', 'diffv2'):
+        elif self.kind in ('diff', 'diffv2'):
             # (A1 - lambda A2) V = A1 V - lambda A2 V: both maps in one SDPA call, stacked along the batch
             q1, q2, k1, k2 = self.split_pairs(q, k)
             y1, y2 = self.sdpa(torch.cat((q1, q2)), torch.cat((k1, k2)), torch.cat((v, v))).chunk(2)
             y = y1 - lam * y2
         else:
             y = self.sdpa(q, k, v)
-        if self.attn == 'diff':
+        if self.kind == 'diff':
             y = self.subln(y) * (1 - self.lambda_init)
         y = y.transpose(1, 2)  # (B, T, H, v_dim)
         if self.gate != 'none' and self.gate_pos == 'sdpa':  # G1
@@ -424,7 +420,7 @@ class Block(nn.Module):
     def __init__(self, config, depth):
         super().__init__()
         self.ln_1 = make_norm(config, config.n_embd)
-        self.attn = CausalSelfAttention(config, depth)
+        self.attn = SelfAttention(config, depth)
         self.ln_2 = make_norm(config, config.n_embd)
         self.mlp = MLP(config)
 
@@ -511,16 +507,18 @@ class GPT(nn.Module):
         rows = []
         for i, block in enumerate(self.transformer.h):
             a = block.attn
-            if a.attn == 'diff':
-                l1, l2, full = a.lambda_parts()
-                rows.append(dict(layer=i + 1, lambda_1=l1.item(), lambda_2=l2.item(),
-                                 lambda_init=float(a.lambda_init), lambda_full=full.item()))
+            if a.kind == 'diff':
+                lam = a.lambdas()
+                rows.append(dict(layer=i + 1, lambda_1=lam.lambda_1.item(), lambda_2=lam.lambda_2.item(),
+                                 lambda_init=float(a.lambda_init), lambda_full=lam.lambda_full.item()))
         return rows
 
-    def configure_optimizers(self, weight_decay, learning_rate, betas, device_type, optimizer='adamw',
-                             orthoadam_max_dim=1024, seed=0):
+    def configure_optimizers(self, weight_decay, learning_rate, betas, optimizer='adamw', orthoadam_max_dim=1024,
+                             seed=0):
         """AdamW (or OrthoAdam) with weight decay on matrices only: no decay on lambda vectors, norms, biases
         or gains."""
+        if optimizer not in ('adamw', 'orthoadam'):
+            raise ValueError(f"optimizer={optimizer!r} is not one of ('adamw', 'orthoadam')")
         params = [p for p in self.parameters() if p.requires_grad]
         groups = [dict(params=[p for p in params if p.dim() >= 2], weight_decay=weight_decay),
                   dict(params=[p for p in params if p.dim() < 2], weight_decay=0.0)]
@@ -578,12 +576,11 @@ def check_causal(model, vocab_size, block_size, device, autocast_ctx=contextlib.
     leaks if, maxima over the batch and the vocabulary,
         max |dlogits_i| > 1e-6 * max_{j >= t} |dlogits_j| + 8 * noise,
     noise = max |difference| of two forwards of the same input. The change at j >= t (position t's own logits
-    always change; it is of the size of the logits) scales the threshold to the model; 1e-6 of it is ~15 float32
-    roundings of the largest logit, while a real leak moves the logits by far more: at random init, where attention is
-    near uniform, one leaking layer of a 6-layer, T = 1024 model moves them by ~3e-4 of the change, one leaking head
-    of a 2-layer, T = 256 model by ~5e-4. noise is 0 with deterministic kernels; with nondeterministic ones it is
-    their reduction-order noise, which the second term keeps from tripping the check (and a warning says when it is
-    large enough to hide leaks). The RNG state and the model's train/eval mode are restored afterwards.
+    always change; it is of the size of the logits) scales the threshold to the model: 1e-6 of it is ~15 float32
+    roundings (2^-24) of the largest logit, far below what even one leaking head moves (README). noise is 0 with
+    deterministic kernels; with nondeterministic ones it is their reduction-order noise, which the second term keeps
+    from tripping the check (and a warning says when it is large enough to hide leaks). The RNG state and the
+    model's train/eval mode are restored afterwards.
     Cost: five forwards, and three (batch_size, T, vocab_size) float32 tensors of logits held at once. A DDP-wrapped
     model works too; then every rank must call it (its forward is collective), and all reach the same verdict."""
     T, dev = block_size, torch.device(device)

@@ -17,18 +17,17 @@ best val loss). Writes needle_eval.json in each run folder; with matplotlib, nee
 attention of the first query, per layer, over positions).
 """
 import argparse
-import json
 import os
-import sys
 
 import numpy as np
 import torch
 
+from dataset import load_meta, load_prepare
+from hardware import add_device_args, autocast_context, device_and_dtype
 from model import load_checkpoint
-from train import autocast_context, data_dir, pick_dtype, resolve_device
+from output import pyplot, save_figure, write_json
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'data', 'needle'))
-from prepare import make_record  # noqa: E402
+make_record = load_prepare('needle').make_record  # the generator data/needle/prepare.py writes the data with
 
 
 def attention_split(w, needle_pos, queried, query_pos, haystack_len):
@@ -67,11 +66,8 @@ def evaluate(model, meta, needles, depths, n_eval, seed, device='cpu'):
 
 
 def heatmap(model, meta, path, seed, device='cpu'):
-    try:
-        import matplotlib
-        matplotlib.use('Agg')
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return False
     rng = np.random.default_rng([seed, 8])
     tok, _, info = make_record(rng, meta['record_len'], meta['max_needles'], meta['n_queries'], meta['n_keys'],
@@ -83,8 +79,7 @@ def heatmap(model, meta, path, seed, device='cpu'):
     p = info['needle_pos'][info['queried'][0]]
     ax.axvline(p, color='red', lw=0.8)
     ax.set(xlabel='key position (red: the answer needle)', ylabel='layer', title='attention of the first query')
-    fig.savefig(path, dpi=110, bbox_inches='tight')
-    plt.close(fig)
+    save_figure(fig, path)
     return True
 
 
@@ -97,13 +92,10 @@ def main():
     ap.add_argument('--seed', type=int, default=1)
     ap.add_argument('--ckpt_name', default='ckpt.pt', help="the checkpoint in each run folder: 'ckpt.pt' (the last "
                     "state) or 'best.pt' (the weights of the best val loss)")
-    ap.add_argument('--device', default='auto', help="'auto' (cuda if present, else cpu), 'cpu', 'cuda', 'cuda:1', "
-                    "'mps'")
     # full precision by default: the same numbers on every machine ('auto' is bf16 on some CPUs)
-    ap.add_argument('--dtype', default='float32', choices=['auto', 'float32', 'bfloat16', 'float16'])
+    add_device_args(ap, dtype='float32')
     args = ap.parse_args()
-    device, device_type = resolve_device(args.device)
-    dtype = pick_dtype(args.dtype, device_type)
+    device, device_type, dtype = device_and_dtype(args)
     rows = []
     for out in args.out_dir:
         path = os.path.join(out, args.ckpt_name)
@@ -112,28 +104,29 @@ def main():
         except (FileNotFoundError, ValueError) as e:
             raise SystemExit(f'error: {e}')
         model.eval()
-        meta_path = os.path.join(data_dir(ckpt['config']['dataset']), 'meta.json')
-        meta = json.load(open(meta_path))
+        dataset = ckpt['config']['dataset']
+        meta = load_meta(dataset)
+        if not meta:
+            raise SystemExit(f"error: data/{dataset}/meta.json is missing: prepare the data {out} was trained on")
         if meta.get('tokenizer') != 'needle':
-            raise SystemExit(f"error: {out} was not trained on the needle task (dataset {ckpt['config']['dataset']})")
+            raise SystemExit(f"error: {out} was not trained on the needle task (dataset {dataset})")
         needles = args.needles or sorted({1, 2} | set(range(4, meta['max_needles'] + 1, 2)) | {meta['max_needles']})
         with autocast_context(dtype, device_type):
             grid = evaluate(model, meta, needles, args.depths, args.n_eval, args.seed, device)
         res = dict(checkpoint=path, iter=ckpt['iter_num'], needles=needles, depths=args.depths, n_eval=args.n_eval,
                    device=device, dtype=dtype,
                    cells=[dict(needles=n, depth=d, **v) for (n, d), v in grid.items()],
-                   by_needles={n: dict(accuracy=float(np.mean([grid[(n, d)]['accuracy'] for d in args.depths])),
-                                       answer_attention=float(np.mean([grid[(n, d)]['answer_attention']
-                                                                       for d in args.depths])),
-                                       noise_attention=float(np.mean([grid[(n, d)]['noise_attention']
-                                                                      for d in args.depths])))
-                               for n in needles})
-        with open(os.path.join(out, 'needle_eval.json.tmp'), 'w') as f:
-            json.dump(res, f, indent=1)
-        os.replace(os.path.join(out, 'needle_eval.json.tmp'), os.path.join(out, 'needle_eval.json'))
+                   by_needles={n: {k: float(np.mean([grid[(n, d)][k] for d in args.depths]))
+                                   for k in ('accuracy', 'answer_attention', 'noise_attention')} for n in needles})
+        write_json(os.path.join(out, 'needle_eval.json'), res)
         heatmap(model, meta, os.path.join(out, 'needle_attention.png'), args.seed, device)
         rows.append((os.path.basename(os.path.normpath(out)), res, grid))
-    needles, depths = rows[0][1]['needles'], args.depths
+    print_tables(rows, args.depths)
+
+
+def print_tables(rows, depths):
+    """Accuracy and attention by needle count, then accuracy by depth at the largest count: a row per model."""
+    needles = rows[0][1]['needles']
     print('Retrieval accuracy by number of needles (mean over depths):\n')
     print('| model | ' + ' | '.join(f'N={n}' for n in needles) + ' | answer attn | noise attn |')
     print('|---' * (len(needles) + 3) + '|')

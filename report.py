@@ -26,6 +26,8 @@ import re
 import statistics
 import sys
 
+from output import pyplot, save_figure, write_text
+
 _SEED = ['nanogpt', 'diff', 'sym', 'diff_sym', 'norm_sym']  # the seed's columns, in its order
 _EXTRA = ['sym_noself', 'gated', 'softmax1', 'diff_gated']  # ours, after the seed's
 # ARCH=llama runs are named llama_<variant>: the same columns in the Diff paper's RMSNorm/SwiGLU/RoPE layer
@@ -432,11 +434,8 @@ def plots(data, root):
     """Write the plots of plot_data() beside results.md if matplotlib is importable; returns the names written.
     One panel per depth (val loss, a line per variant) or per diff model (lambda_full, a line per layer): the
     mean over seeds, shaded from the lowest to the highest seed."""
-    try:
-        import matplotlib
-        matplotlib.use('Agg')
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return []
     written = []
     for name, ylabel in (('val_loss.png', 'val loss'), ('lambda_full.png', 'λ_full')):
@@ -459,9 +458,7 @@ def plots(data, root):
             ax.legend(fontsize=7)
         for ax in list(axes.flat)[len(panels):]:
             ax.set_visible(False)
-        # no 'Software' tag: the PNG does not change with the matplotlib version
-        fig.savefig(os.path.join(root, name), dpi=110, bbox_inches='tight', metadata={'Software': None})
-        plt.close(fig)
+        save_figure(fig, os.path.join(root, name))
         written.append(name)
     return written
 
@@ -529,10 +526,7 @@ def render(root):
     if not runs:
         raise SystemExit(f"report.py: no run folders (<variant>_<depth>_s<seed>) in {root}")
     text = markdown(runs)
-    tmp = os.path.join(root, 'results.md.tmp')
-    with open(tmp, 'w') as f:
-        f.write(text)
-    os.replace(tmp, os.path.join(root, 'results.md'))
+    write_text(os.path.join(root, 'results.md'), text)
     plots(plot_data(runs), root)
     return text
 

@@ -5,13 +5,13 @@ $ python sample.py --out_dir=out/diff_sym_6L --start="ROMEO:" --num_samples=3 --
 $ python sample.py --ckpt=out/diff_sym_6L/best.pt --start=FILE:prompt.txt    # the weights of the best val loss
 """
 import argparse
-import json
 import os
 
 import torch
 
+from dataset import load_meta
+from hardware import add_device_args, autocast_context, device_and_dtype
 from model import load_checkpoint
-from train import autocast_context, data_dir, pick_dtype, resolve_device
 
 ap = argparse.ArgumentParser(description='Sample text from a checkpoint written by train.py.')
 ap.add_argument('--out_dir', default='out', help='run folder holding ckpt.pt')
@@ -23,12 +23,10 @@ ap.add_argument('--max_new_tokens', type=int, default=500)
 ap.add_argument('--temperature', type=float, default=0.8, help='< 1 sharpens, > 1 flattens the distribution')
 ap.add_argument('--top_k', type=int, default=200, help='keep only the top_k most likely tokens (0: all)')
 ap.add_argument('--seed', type=int, default=1337)
-ap.add_argument('--device', default='auto', help="'auto' (cuda if present, else cpu), 'cpu', 'cuda', 'cuda:1', 'mps'")
-ap.add_argument('--dtype', default='auto', choices=['auto', 'float32', 'bfloat16', 'float16'])
+add_device_args(ap)
 args = ap.parse_args()
 
-device, device_type = resolve_device(args.device)
-dtype = pick_dtype(args.dtype, device_type)
+device, device_type, dtype = device_and_dtype(args)
 torch.manual_seed(args.seed)
 torch.cuda.manual_seed(args.seed)
 try:
@@ -38,8 +36,7 @@ except (FileNotFoundError, ValueError) as e:
 model.eval()
 
 # the tokenizer: the dataset's meta.json (characters) or GPT-2's BPE
-meta_path = os.path.join(data_dir(ckpt['config']['dataset']), 'meta.json')
-meta = json.load(open(meta_path)) if os.path.exists(meta_path) else {'tokenizer': 'gpt2'}
+meta = load_meta(ckpt['config']['dataset'])
 if meta.get('tokenizer') == 'char':
     stoi = {ch: i for i, ch in enumerate(meta['itos'])}
     unknown = sorted({c for c in args.start if c not in stoi})

@@ -17,14 +17,12 @@ lr_decay_iters = 5000
 eval_interval = 250
 eval_iters = 200
 log_interval = 10
-# The seed's lambda_init column (0.36, 0.47, ... for layers 1-6) is the Diff paper's schedule
-# 0.8 - 0.6 exp(-0.3 (l - 1)) evaluated one layer deeper: its code counted layers from 1 where the paper
-# counts from 0. The offset reproduces that column; it only affects attn='diff' models (set in their configs).
+# The diff configs set lambda_init_depth_offset = 1 to reproduce the seed's lambda_init column (README).
 
-# The full schedule is a GPU job (about 10 minutes for a 6-layer model on one modern GPU). Without a GPU, run a
-# shortened schedule with the same architecture so that the first run finishes in about ten minutes on a
-# laptop CPU: fewer iterations, a smaller eval, and no dropout (it costs more than the matmuls on CPU and
-# does not matter this far from overfitting). Command-line keys still win, so the full schedule on a CPU is
+# The full schedule is a GPU job. Without a GPU, a shortened schedule with the same architecture, so that a
+# first run finishes in minutes: fewer iterations, a smaller eval, and no dropout (on CPU it costs more than the
+# matmuls, and it does not matter this far from overfitting). Command-line keys still win, so the full schedule
+# on a CPU is
 #   --max_iters=5000 --lr_decay_iters=5000 --warmup_iters=100 --dropout=0.2 --eval_interval=250 --eval_iters=200
 # ablate.sh passes its profile's schedule explicitly, so a sweep never depends on this switch.
 import torch as _torch

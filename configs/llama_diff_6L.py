@@ -1,9 +1,6 @@
-# 6 layers, Differential attention (V1), in the Diff paper's LLaMA-style layer: pre-RMSNorm, SwiGLU, RoPE.
-include('base_shakespeare_char.py')
+# 6 layers, Differential attention (V1), in the Diff paper's LLaMA-style layer.
+include('base_llama.py')
 n_layer = 6
-norm = 'rmsnorm'
-mlp = 'swiglu'
-pos = 'rope'
 attn = 'diff'
 lambda_init_depth_offset = 1
 out_dir = 'out/llama_diff_6L'

@@ -11,10 +11,11 @@ import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, 'data', 'needle'))
 import needle_eval  # noqa: E402
-import prepare as needle  # noqa: E402
+from dataset import load_prepare  # noqa: E402
 from model import load_checkpoint  # noqa: E402
+
+needle = load_prepare('needle')  # data/needle/prepare.py, the generator
 
 KW = dict(n_keys=16, n_values=16, n_filler=16)
 

@@ -13,6 +13,8 @@ import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+import dataset  # noqa: E402
+import hardware  # noqa: E402
 import train  # noqa: E402
 from model import load_checkpoint  # noqa: E402
 
@@ -36,7 +38,7 @@ def read_log(out_dir):
 @pytest.fixture(scope='session', autouse=True)
 def shakespeare_char():
     """The character-level data must be prepared (CI copies input.txt into data/shakespeare_char/)."""
-    train.ensure_data('shakespeare_char')
+    dataset.ensure_data('shakespeare_char')
 
 
 # --- configuration
@@ -66,6 +68,16 @@ def test_config_errors(tmp_path):
         train.parse_config([str(tmp_path / 'bad.py')])
     with pytest.raises(ValueError, match="not found"):
         train.parse_config([str(tmp_path / 'nope.py')])
+
+
+def test_learning_rate_schedule():
+    cfg = dict(train.DEFAULTS, learning_rate=1.0, min_lr=0.1, warmup_iters=10, lr_decay_iters=110)
+    assert train.get_lr(0, cfg) == 1 / 11 and train.get_lr(9, cfg) == 10 / 11  # linear warmup: (it + 1) / 11
+    assert train.get_lr(10, cfg) == 1.0  # the peak, where the cosine starts
+    assert train.get_lr(60, cfg) == pytest.approx((1.0 + 0.1) / 2, abs=1e-12)  # the midpoint of the decay
+    assert train.get_lr(110, cfg) == pytest.approx(0.1, abs=1e-12) and train.get_lr(111, cfg) == 0.1  # the floor
+    assert train.get_lr(10 ** 6, cfg) == 0.1
+    assert all(train.get_lr(it, dict(cfg, decay_lr=False)) == 1.0 for it in (0, 5, 60, 200))
 
 
 def test_cli_reports_config_error_without_traceback(tmp_path):
@@ -99,8 +111,15 @@ def test_short_run_learns_and_writes_logs(tmp_path):
     assert s['peak_memory_mb'] > 0 and s['wall_time_s'] > 0
     assert [r['layer'] for r in s['lambda_table']] == [1, 2]
     assert s['lambda_table'][1]['lambda_init'] == pytest.approx(0.8 - 0.6 * 2.718281828 ** -0.3)
+    # the final model's lambdas (ckpt.pt holds its weights), from the formula on its lambda vectors
+    weights = torch.load(out / 'ckpt.pt', weights_only=True)['model']
     for r in s['lambda_table']:
-        assert r['lambda_full'] == pytest.approx(r['lambda_1'] - r['lambda_2'] + r['lambda_init'], abs=1e-6)
+        vec = lambda n: weights[f"transformer.h.{r['layer'] - 1}.attn.{n}"].double()  # noqa: E731
+        l1 = torch.exp(vec('lambda_q1') @ vec('lambda_k1')).item()
+        l2 = torch.exp(vec('lambda_q2') @ vec('lambda_k2')).item()
+        l_init = 0.8 - 0.6 * torch.exp(torch.tensor(-0.3 * (r['layer'] - 1), dtype=torch.float64)).item()
+        assert (r['lambda_1'], r['lambda_2']) == pytest.approx((l1, l2), rel=1e-6)
+        assert r['lambda_full'] == pytest.approx(l1 - l2 + l_init, abs=1e-6)
 
 
 def test_resume_is_exact(tmp_path):
@@ -336,8 +355,8 @@ def test_dtype_auto_on_cuda_takes_bf16_only_where_the_gpu_has_it(monkeypatch, ma
     monkeypatch.setattr(torch.cuda, 'current_device', lambda: 0)
     monkeypatch.setattr(torch.cuda, 'get_device_properties', lambda d: type('Props', (), dict(major=major))())
     monkeypatch.setattr(torch.cuda, '_check_bf16_tensor_supported', lambda d: True)
-    assert train.pick_dtype('auto', 'cuda') == expected
-    assert train.pick_dtype('float32', 'cuda') == 'float32'
+    assert hardware.pick_dtype('auto', 'cuda') == expected
+    assert hardware.pick_dtype('float32', 'cuda') == 'float32'
 
 
 # --- checkpoints, wandb, sampling

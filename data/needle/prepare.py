@@ -15,7 +15,7 @@ $ python data/needle/prepare.py --block_size 256 --max_needles 8 --n_train 50000
 
 Writes train.bin / val.bin (uint16 records), train_mask.bin / val_mask.bin (uint8, 1 at answer tokens) and
 meta.json. Deterministic from --seed; no val record equals a train record. needle_eval.py builds its
-evaluation grid (needle count x depth) with make_record() below.
+evaluation grid (needle count x depth) with make_record() below (dataset.load_prepare('needle') loads this file).
 """
 import argparse
 import json

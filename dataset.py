@@ -1,0 +1,83 @@
+"""
+The datasets under data/: uint16 token files written by data/<dataset>/prepare.py, read through np.memmap, and
+the batches drawn from them. train.py, sample.py, analyze.py and needle_eval.py all read data through this module.
+"""
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import torch
+
+
+def data_dir(dataset):
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), 'data', dataset)
+
+
+def load_meta(dataset):
+    """The dataset's meta.json (vocab_size, tokenizer, ...), {} when it has none."""
+    path = os.path.join(data_dir(dataset), 'meta.json')
+    if not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        return json.load(f)
+
+
+def ensure_data(dataset):
+    """Run data/<dataset>/prepare.py when train.bin or val.bin is missing."""
+    d = data_dir(dataset)
+    if all(os.path.exists(os.path.join(d, f)) for f in ('train.bin', 'val.bin')):
+        return
+    prep = os.path.join(d, 'prepare.py')
+    if not os.path.exists(prep):
+        raise FileNotFoundError(f"dataset '{dataset}': no {d}/train.bin and no prepare.py to make it")
+    print(f"dataset '{dataset}' is not prepared yet: running {prep}")
+    if subprocess.run([sys.executable, prep]).returncode != 0:
+        raise FileNotFoundError(f"{prep} failed (see its message above); run it by hand, e.g. with --input FILE")
+
+
+def load_prepare(dataset):
+    """data/<dataset>/prepare.py as a module, for its generators (e.g. the needle task's make_record). Loaded
+    from its path: each prepare.py is a standalone script (`python data/needle/prepare.py`), not a package."""
+    path = os.path.join(data_dir(dataset), 'prepare.py')
+    spec = importlib.util.spec_from_file_location(f'{dataset}_prepare', path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def batch_rng(seed, *stream):
+    """A generator that is a pure function of (seed, *stream), so batches never depend on history."""
+    return np.random.default_rng([seed, *stream])
+
+
+def load_split(dataset, split, meta):
+    """A split as a token stream, or, for datasets of fixed-length records (meta['record_len'], e.g. data/needle),
+    records of record_len = block_size + 1 tokens with a mask of the positions whose token is a target."""
+    d = data_dir(dataset)
+    split_data = dict(tokens=np.memmap(os.path.join(d, f'{split}.bin'), dtype=np.uint16, mode='r'),
+                      record_len=meta.get('record_len'), mask=None)
+    if split_data['record_len']:
+        split_data['mask'] = np.memmap(os.path.join(d, f'{split}_mask.bin'), dtype=np.uint8, mode='r')
+    return split_data
+
+
+def get_batch(data, rng, batch_size, block_size, device):
+    """Random windows of a token stream (x, y = x shifted by one); or random whole records, where y is -1 (no
+    loss) except at the masked target positions."""
+    tokens, L = data['tokens'], data['record_len']
+    if L:
+        ix = rng.integers(0, len(tokens) // L, size=batch_size)
+        rec = np.stack([tokens[i * L:(i + 1) * L] for i in ix]).astype(np.int64)
+        keep = np.stack([data['mask'][i * L + 1:(i + 1) * L] for i in ix]).astype(bool)
+        x = torch.from_numpy(rec[:, :-1])
+        y = torch.from_numpy(np.where(keep, rec[:, 1:], -1))
+    else:
+        ix = rng.integers(0, len(tokens) - block_size, size=batch_size)
+        x = torch.from_numpy(np.stack([tokens[i:i + block_size] for i in ix]).astype(np.int64))
+        y = torch.from_numpy(np.stack([tokens[i + 1:i + 1 + block_size] for i in ix]).astype(np.int64))
+    if device.startswith('cuda'):
+        return x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(device, non_blocking=True)
+    return x.to(device), y.to(device)

@@ -1,0 +1,89 @@
+"""
+Where and in which precision a model runs: the device, the dtype and its autocast context, and the peak FLOP/s
+and memory figures train.py reports. Shared by train.py, sample.py, analyze.py and needle_eval.py.
+"""
+import contextlib
+import time
+
+import torch
+
+
+def cpu_has_fast_bf16():
+    """bf16 matmuls are fast on CPUs with AMX or AVX512-BF16; elsewhere they are emulated and slow."""
+    try:
+        with open('/proc/cpuinfo') as f:
+            flags = next((l for l in f if l.startswith('flags')), '')
+    except OSError:
+        return False
+    return 'amx_bf16' in flags or 'avx512_bf16' in flags
+
+
+def resolve_device(device):
+    """'auto' -> 'cuda' when CUDA is available, else 'cpu'. Returns (device, device_type), e.g. ('cuda:1', 'cuda')."""
+    if device == 'auto':
+        device = 'cuda' if torch.cuda.is_available() else 'cpu'
+    return device, ('cuda' if device.startswith('cuda') else device.split(':')[0])
+
+
+def add_device_args(ap, dtype='auto'):
+    """The tools' --device and --dtype arguments (argparse); read them back with device_and_dtype(args)."""
+    ap.add_argument('--device', default='auto', help="'auto' (cuda if present, else cpu), 'cpu', 'cuda', 'cuda:1', "
+                    "'mps'")
+    ap.add_argument('--dtype', default=dtype, choices=['auto', 'float32', 'bfloat16', 'float16'])
+
+
+def device_and_dtype(args):
+    """(device, device_type, dtype) from add_device_args's arguments."""
+    device, device_type = resolve_device(args.device)
+    return device, device_type, pick_dtype(args.dtype, device_type)
+
+
+def pick_dtype(dtype, device_type):
+    if dtype != 'auto':
+        return dtype
+    if device_type == 'cuda':
+        # without including_emulation=False, pre-Ampere GPUs (V100, T4) count as bf16-capable through a slow
+        # emulation; they get fp16 with the GradScaler instead
+        return 'bfloat16' if torch.cuda.is_bf16_supported(including_emulation=False) else 'float16'
+    if device_type == 'cpu' and cpu_has_fast_bf16():
+        return 'bfloat16'
+    return 'float32'
+
+
+def autocast_context(dtype, device_type):
+    """Mixed precision for dtype 'bfloat16' or 'float16'; nothing for 'float32'. Reusable across `with` blocks."""
+    if dtype == 'float32':
+        return contextlib.nullcontext()
+    return torch.autocast(device_type, dtype=dict(bfloat16=torch.bfloat16, float16=torch.float16)[dtype])
+
+
+GPU_PEAK_FLOPS = {  # dense bf16/fp16 tensor-core peaks, FLOP/s
+    'H200': 989e12, 'H100': 989e12, 'A100': 312e12, 'A10': 125e12, 'L40S': 362e12, 'L40': 181e12, 'L4': 121e12,
+    'V100': 125e12, 'RTX 4090': 165e12, 'RTX 3090': 71e12, 'T4': 65e12,
+}
+
+
+def peak_flops(device, dtype):
+    """The device's peak for this dtype: a table for known GPUs, a short matmul measurement on CPU."""
+    if device.startswith('cuda'):
+        name = torch.cuda.get_device_name(device)
+        peak = next((v for k, v in GPU_PEAK_FLOPS.items() if k in name), None)
+        return peak if dtype != 'float32' or peak is None else peak / 2  # TF32 is half the bf16 rate
+    if device != 'cpu':
+        return None
+    n, dt = 1024, dict(float32=torch.float32, bfloat16=torch.bfloat16, float16=torch.float16)[dtype]
+    a, b = torch.randn(n, n, dtype=dt), torch.randn(n, n, dtype=dt)
+    a @ b
+    best = float('inf')
+    for _ in range(3):
+        t = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - t)
+    return 2 * n ** 3 / best
+
+
+def peak_memory_mb(device):
+    if device.startswith('cuda'):
+        return torch.cuda.max_memory_allocated(device) / 2 ** 20
+    import resource
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB: peak RSS of the process
