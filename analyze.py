@@ -121,9 +121,7 @@ def analyze(model, batches):
                 for qq, kk in score_maps:
                     kk = kk.repeat_interleave(qq.size(1) // kk.size(1), dim=1)
                     s = (qq.float() @ kk.float().transpose(-2, -1)) / math.sqrt(qq.size(-1))
-                    mask = torch.ones(s.shape[-2:], dtype=torch.bool, device=s.device)
-                    mask = mask.tril() if att.causal else mask
-                    vals = s[..., mask].abs()
+                    vals = s[..., att.allowed(s.size(-1), s.device)].abs()  # the scores the model can use
                     a['logit_max'] = max(a['logit_max'], vals.max().item())
                     a['logits'].append(vals.median().item())
                     a['rank_qk'].append(effective_rank(s[:1]))

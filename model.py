@@ -559,13 +559,15 @@ class CausalityError(ValueError):
     """A causal model whose logits at some position depend on a later token."""
 
 
-def check_causal(model, vocab_size, block_size, device, autocast_ctx=contextlib.nullcontext(), seed=0, batch_size=1):
+def check_causal(model, vocab_size, block_size, device, autocast_ctx=contextlib.nullcontext(), seed=0, batch_size=1,
+                 training=True):
     """Raise CausalityError if the logits at some position depend on a later token. Black-box: it compares logits
     only, so it covers every layer and every variant, including ones added later.
 
     It runs the forward pass that training runs: `model` as given (torch.compile'd or not), in training mode, under
     `autocast_ctx`, with autograd on (under torch.compile grad mode selects the graph: this is training's graph, not
     an inference one), torch.manual_seed(seed) before every forward so that dropout draws the same masks each time.
+    training=False checks evaluation's forward instead: eval mode, no gradients.
     Input: `batch_size` random sequences of length T = block_size (pass the training shape, so that a compiled model
     is not compiled for a second one). Each check changes the token at one position t in every sequence: t = T // 2
     tests half the positions against a token up to half a context away, t = T - 1 every position against the last
@@ -581,7 +583,7 @@ def check_causal(model, vocab_size, block_size, device, autocast_ctx=contextlib.
     deterministic kernels; with nondeterministic ones it is their reduction-order noise, which the second term keeps
     from tripping the check (and a warning says when it is large enough to hide leaks). The RNG state and the
     model's train/eval mode are restored afterwards.
-    Cost: five forwards, and three (batch_size, T, vocab_size) float32 tensors of logits held at once. A DDP-wrapped
+    Cost: five forwards, and two (batch_size, T, vocab_size) float32 tensors of logits held at once. A DDP-wrapped
     model works too; then every rank must call it (its forward is collective), and all reach the same verdict."""
     T, dev = block_size, torch.device(device)
     if T < 2 or vocab_size < 2:
@@ -592,12 +594,12 @@ def check_causal(model, vocab_size, block_size, device, autocast_ctx=contextlib.
 
     def logits(x):
         torch.manual_seed(seed)
-        with autocast_ctx:
+        with autocast_ctx, torch.set_grad_enabled(training):
             out, _ = model(x.to(dev), x.to(dev))  # with targets: the logits at every position
         return out.detach().float()
 
     was_training = model.training
-    model.train()
+    model.train(training)
     index = dev.index if dev.index is not None else getattr(torch.get_device_module(dev.type), 'current_device', int)()
     try:
         with torch.random.fork_rng(devices=[] if dev.type == 'cpu' else [index], device_type=dev.type):
@@ -609,7 +611,7 @@ def check_causal(model, vocab_size, block_size, device, autocast_ctx=contextlib.
             for t in sorted({1, T // 2, T - 1}):
                 perturbed = idx.clone()
                 perturbed[:, t] = (idx[:, t] + shift) % vocab_size
-                change = (logits(perturbed) - base).abs_().amax(dim=(0, 2)).cpu()  # per position
+                change = logits(perturbed).sub_(base).abs_().amax(dim=(0, 2)).cpu()  # per position
                 ref = change[t:].max().item()
                 tol = 1e-6 * ref + 8 * noise
                 leaks = (change[:t] > tol).nonzero()

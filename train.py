@@ -424,13 +424,17 @@ def setup_model(cfg, env):
     return state
 
 
-def check_causality(cfg, env, model):
-    """Before any training: the logits at a position must not depend on later tokens (every rank: DDP's forward
-    is collective). Training's own forward runs it, so a leak from any layer or variant, new ones included,
-    stops here."""
+def check_causality(cfg, env, state):
+    """Before any training: the logits at a position must not depend on later tokens, in the forward that training
+    runs (every rank: DDP's forward is collective) and in the one evaluation runs (eval mode, no gradients: on CPU
+    with dropout, and under compile, a different code path). A black-box check, so it covers every layer and
+    variant, new ones included, at the positions check_causal perturbs."""
     if cfg['causal']:
-        check_causal(model, cfg['vocab_size'], cfg['block_size'], env.device, env.autocast, seed=cfg['seed'],
-                     batch_size=cfg['batch_size'])
+        for model, training in ((state.model, True), (state.eval_model, False)):
+            check_causal(model, cfg['vocab_size'], cfg['block_size'], env.device, env.autocast, seed=cfg['seed'],
+                         batch_size=cfg['batch_size'], training=training)
+        if env.device_type == 'cuda':
+            torch.cuda.reset_peak_memory_stats(env.device)  # summary.json's peak memory is training's, not the check's
     elif env.master:
         print("causal=False: attention sees later tokens, so this is not a causal language model (no causality check)")
 
@@ -466,10 +470,11 @@ def train(cfg, env, state, log, clock, train_data, val_data):
 
 
 def eval_due(cfg, state):
-    """Every eval_interval iterations and at max_iters, once per eval iteration across stops and resumes."""
+    """Every eval_interval iterations and at max_iters, once per eval iteration across stops and resumes;
+    eval_only: now, whatever the iteration."""
     it = state.iter_num
-    return ((it % cfg['eval_interval'] == 0 or it == cfg['max_iters'])
-            and (state.last_eval.get('iter') != it or cfg['eval_only']))
+    return cfg['eval_only'] or ((it % cfg['eval_interval'] == 0 or it == cfg['max_iters'])
+                                and state.last_eval.get('iter') != it)
 
 
 @torch.no_grad()
@@ -497,10 +502,12 @@ def evaluate(cfg, env, state, log, lr, train_data, val_data):
     state.last_eval = dict(iter=state.iter_num, train_loss=losses['train'], val_loss=losses['val'], lr=lr,
                            **lambda_metrics(state.raw_model.lambda_table()))
     log.say(f"step {state.iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
+    if cfg['eval_only']:  # a look at a checkpoint: its run's log and checkpoints stay as they were
+        return
     log.write(dict(state.last_eval, kind='eval'))
     improved = losses['val'] < state.best_val_loss
     state.best_val_loss = min(state.best_val_loss, losses['val'])
-    if state.iter_num > 0 and improved and not cfg['eval_only']:
+    if state.iter_num > 0 and improved:
         # before ckpt.pt: after a crash between the two, the resume redoes this eval and this write
         save_checkpoint(cfg, state, log, 'best.pt')
     if state.iter_num > 0 and (improved or cfg['always_save_checkpoint']):
@@ -610,7 +617,7 @@ def main(argv):
     if env.master:
         print(f"device {env.device} ({env.world} process{'es' if env.world > 1 else ''}), dtype {env.dtype}, "
               f"compile {env.compile}, {clock.tokens_per_iter:,} tokens per iteration")
-    check_causality(cfg, env, state.model)
+    check_causality(cfg, env, state)
     log = RunLog(cfg, state.iter_num, state.wandb_id, active=env.master)
     clock.start()  # the run's wall time and tokens/s count from here
     stopped = train(cfg, env, state, log, clock, train_data, val_data)

@@ -1477,6 +1477,20 @@ def test_check_causal_catches_dropped_is_causal(kw, t, i, monkeypatch):
         M.check_causal(m, 61, TB, 'cpu')
 
 
+def test_check_causal_in_eval_mode_sees_a_leak_only_evaluation_has(monkeypatch):
+    """On CPU with dropout, training runs the written-out math path and evaluation runs SDPA: a leak in SDPA alone
+    passes the training-mode check and is caught by training=False (eval mode, no gradients), which leaves the
+    model in the mode it found it."""
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    monkeypatch.setattr(torch.nn.functional, 'scaled_dot_product_attention',
+                        lambda *a, **k: sdpa(*a, **{**k, 'is_causal': False}))
+    m = make(n_layer=2, dropout=0.1).train()
+    M.check_causal(m, 61, TB, 'cpu')
+    with pytest.raises(M.CausalityError, match='token at position 1 changed the logits at position 0 by'):
+        M.check_causal(m, 61, TB, 'cpu', training=False)
+    assert m.training
+
+
 @pytest.mark.parametrize('kw', [dict(), dict(dropout=0.1), dict(attn='diff', dropout=0.1), dict(attn='cosine'),
                                 dict(attn='cosine', symmetric=True, dropout=0.1)], ids=gid)
 def test_check_causal_catches_one_layer_without_mask(kw):

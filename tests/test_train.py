@@ -294,6 +294,15 @@ def test_a_model_that_sees_later_tokens_stops_before_training(tmp_path, monkeypa
     assert 'not a causal language model' in p.stdout
 
 
+def test_eval_only_evaluates_a_checkpoint_off_the_schedule_and_writes_nothing(tmp_path):
+    out = tmp_path / 'o'
+    assert main_stopped_at(out, 3, '--max_iters=10', '--eval_interval=2') == 130  # a checkpoint at iteration 3
+    before = {f: (out / f).read_bytes() for f in ('ckpt.pt', 'log.jsonl', 'best.pt')}
+    p = run_train(out, '--max_iters=10', '--eval_interval=2', '--init_from=resume', '--eval_only=True')
+    assert 'step 3: train loss' in p.stdout
+    assert {f: (out / f).read_bytes() for f in before} == before and not (out / 'summary.json').exists()
+
+
 def test_resume_past_max_iters_is_an_error(tmp_path):
     out = tmp_path / 'o'
     run_train(out, '--max_iters=4', '--eval_interval=2')
