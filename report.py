@@ -319,7 +319,8 @@ def comparison_row(d, a, b, va, vb):
     c = compare(va, vb)
     seeds = lambda xs: ', '.join(map(str, xs))  # noqa: E731
     if c['test'] == 'single':
-        cols = [seeds(c['seeds']), f"{c['diff']:+.4f}", 'none: one seed', '—', 'one seed', 'unknown']
+        why = 'one seed' if set(va) & set(vb) else 'one run on a side, no seed shared'  # compare()'s two cases
+        cols = [seeds(c['seeds']), f"{c['diff']:+.4f}", f'none: {why}', '—', why, 'unknown']
     else:
         gap = ('within noise' if c['lo'] <= 0 <= c['hi'] else
                'not within noise: B ' + ('lower' if c['diff'] < 0 else 'higher'))
