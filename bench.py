@@ -115,6 +115,12 @@ def main():
     if device == 'auto':
         import torch
         device = 'cuda' if torch.cuda.is_available() else 'cpu'
+    import torch
+    from hardware import cpu_info
+    cpu = cpu_info()
+    print(f"processor: {cpu['name'] or 'unknown'} (family {cpu['family']}, model {cpu['model']}), "
+          f"{cpu['cores']} threads, bf16 units: {' '.join(cpu['bf16']) or 'none (bf16 is emulated)'}; "
+          f"torch {torch.__version__}" + (f"; {torch.cuda.get_device_name(device)}" if device.startswith('cuda') else ''))
     results = []
     for T, dtype, dropout, comp, v in itertools.product(args.seq, args.dtype, args.dropout, args.compile,
                                                          args.variants):
@@ -136,7 +142,7 @@ def main():
               f"{r['peak_mem_mb']:8.1f} MB", file=sys.stderr, flush=True)
     print(markdown(results))
     if args.json:
-        write_json(args.json, results)
+        write_json(args.json, dict(processor=cpu, torch=torch.__version__, results=results))
 
 
 def markdown(results):

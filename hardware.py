@@ -8,14 +8,26 @@ import time
 import torch
 
 
+def cpu_info(path='/proc/cpuinfo'):
+    """{'name', 'family', 'model', 'bf16': the CPU's bf16 matrix flags (amx_bf16, avx512_bf16), 'cores'} of the
+    first processor in /proc/cpuinfo (Linux); empty fields elsewhere. Same model names can hide different units
+    (an "AMD EPYC" may or may not have AVX512-BF16), so benchmarks report the flags, not just the name."""
+    fields = {}
+    try:
+        with open(path) as f:
+            for line in f:
+                key, _, value = line.partition(':')
+                fields.setdefault(key.strip(), value.strip())
+    except OSError:
+        pass
+    flags = fields.get('flags', '').split()
+    return dict(name=fields.get('model name', ''), family=fields.get('cpu family', ''), model=fields.get('model', ''),
+                bf16=[f for f in ('amx_bf16', 'avx512_bf16') if f in flags], cores=torch.get_num_threads())
+
+
 def cpu_has_fast_bf16():
     """bf16 matmuls are fast on CPUs with AMX or AVX512-BF16; elsewhere they are emulated and slow."""
-    try:
-        with open('/proc/cpuinfo') as f:
-            flags = next((l for l in f if l.startswith('flags')), '')
-    except OSError:
-        return False
-    return 'amx_bf16' in flags or 'avx512_bf16' in flags
+    return bool(cpu_info()['bf16'])
 
 
 def resolve_device(device):

@@ -13,6 +13,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 import analyze  # noqa: E402
 import dataset  # noqa: E402
+import hardware  # noqa: E402
 from model import GPT, GPTConfig, load_checkpoint  # noqa: E402
 from orthoadam import OrthoAdam, haar_orthogonal, rotate  # noqa: E402
 
@@ -288,8 +289,24 @@ def test_bench_runs_and_reports_every_field(tmp_path):
                         '--n_layer=1', '--n_embd=32', '--n_head=2', '--batch_size=2', '--seq', '16', '--steps=1',
                         '--warmup=1', f'--json={out}'], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr
-    res = json.load(open(out))
+    doc = json.load(open(out))
+    res = doc['results']
     assert [r['variant'] for r in res] == ['softmax', 'diff', 'softmax1']
+    # the processor and its bf16 units are part of every benchmark's record
+    assert doc['processor'] == hardware.cpu_info() and doc['torch'] == torch.__version__
+    assert p.stdout.startswith('processor: ') and 'bf16 units: ' in p.stdout.splitlines()[0]
     for r in res:
         assert r['ms_per_step'] > 0 and r['tokens_per_sec'] > 0 and r['n_params'] > 0 and 'peak_mem_mb' in r
     assert '| softmax | 16 | float32 | 0.0 | 0 |' in p.stdout and '1.00x' in p.stdout
+
+
+def test_cpu_info_reads_the_bf16_units(tmp_path):
+    """A Zen 4 line with AVX512-BF16, and an AVX2-only one: the flags decide bf16, not the model name."""
+    line = 'processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 17\nmodel name\t: AMD EPYC\n'
+    zen4, avx2 = tmp_path / 'zen4', tmp_path / 'avx2'
+    zen4.write_text(line + 'flags\t\t: fpu avx2 avx512f avx512_bf16\n\nprocessor\t: 1\nflags\t\t: fpu\n')
+    avx2.write_text(line + 'flags\t\t: fpu avx2 fma\n')
+    info = hardware.cpu_info(str(zen4))
+    assert (info['name'], info['family'], info['model'], info['bf16']) == ('AMD EPYC', '25', '17', ['avx512_bf16'])
+    assert hardware.cpu_info(str(avx2))['bf16'] == []
+    assert hardware.cpu_info(str(tmp_path / 'absent'))['bf16'] == []
