@@ -14,7 +14,8 @@ Run folders are named <variant>_<depth>_s<seed> (ablate.sh's layout). results.md
      the eval train/val losses;
   4. comparisons the seeds' claims make (B - A in val loss): paired t-test over shared seeds, Welch's t
      otherwise, a 95% interval and whether it contains 0;
-  5. the per-layer lambda table of every Differential model, columns lambda_1, lambda_2, lambda_init, lambda_full;
+  5. the per-layer lambda table of every Differential model, columns lambda_1, lambda_2, lambda_init, lambda_full,
+     and Diff+Sym against Diff in the distance of lambda_full from 1 (the same statistics as 4);
   6. the runs, and analyze.py's diagnostics where analysis.json exists.
 results.md is a pure function of the run files: no paths, no dates, and the same text whether or not matplotlib
 is installed. With matplotlib, val_loss.png and lambda_full.png are written beside it (the text names them).
@@ -40,6 +41,7 @@ NAMES.update({'llama_' + v: 'llama ' + n for v, n in NAMES.items()})
 _PAIRS = [('nanogpt', 'diff'), ('sym', 'diff_sym'), ('sym', 'norm_sym'), ('nanogpt', 'sym'), ('nanogpt', 'gated'),
           ('nanogpt', 'softmax1'), ('sym', 'sym_noself')]
 COMPARISONS = _PAIRS + [('llama_' + a, 'llama_' + b) for a, b in _PAIRS]
+LAMBDA_PAIRS = [('diff', 'diff_sym'), ('llama_diff', 'llama_diff_sym')]
 CONFIGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'configs')
 RUN_RE = re.compile(r'^(?P<variant>.+)_(?P<depth>\d+L)_s(?P<seed>\d+)$')
 PLOTS = ('val_loss.png', 'lambda_full.png')
@@ -372,6 +374,25 @@ def lambda_tables(runs):
     return '\n\n'.join(out)
 
 
+def lambda_comparison(runs):
+    """The seed's lambda claim, "Diff+Sym's lambda_full is closer to 1 than Diff's", as one comparison per depth:
+    B - A of the distance to 1 averaged over layers, mean_l |1 - lambda_full_l| (negative: B is closer)."""
+    rows = []
+    for d in sorted({d for _, d in runs}, key=depth_key):
+        for a, b in LAMBDA_PAIRS:
+            ra, rb = (finished(runs.get((v, d), dict(ok=[]))) for v in (a, b))
+            dist = lambda r: {s['_seed']: statistics.mean(abs(1 - x['lambda_full']) for x in s['lambda_table'])  # noqa: E731
+                              for s in r if s.get('lambda_table')}
+            if dist(ra) and dist(rb):
+                rows.append(comparison_row(d, a, b, dist(ra), dist(rb)))
+    if not rows:
+        return ''
+    return '\n'.join(['Distance of λ_full from 1, averaged over layers, mean_l |1 − λ_full,l|: B − A negative means B '
+                      "is closer to 1 (the seed: Diff+Sym's λ ≈ 1). Same statistics as the loss comparisons.", '',
+                      '| depth | A | B | seeds | B − A | 95% interval | p | test | gap | A | B |',
+                      '|---|---|---|---|---|---|---|---|---|---|---|'] + rows)
+
+
 def diagnostics_table(summaries):
     """A row per run whose folder has analysis.json (written by analyze.py)."""
     lines = []
@@ -510,6 +531,8 @@ def markdown(runs):
     lam = lambda_tables(runs)
     if lam:
         parts += ['', '## Per-layer lambda after training', '', lam]
+        lam_cmp = lambda_comparison(runs)
+        parts += ['', lam_cmp] if lam_cmp else []
     figures = plot_section(plot_data(runs))
     if figures:
         parts += ['', '## Plots', '', figures]

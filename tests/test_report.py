@@ -162,6 +162,28 @@ def test_comparisons_section(tmp_path):
     assert row[8] == 'not within noise: B higher'
 
 
+def test_lambda_comparison_is_the_distance_from_one(tmp_path):
+    """Diff+Sym against Diff in mean_l |1 - lambda_full|, paired by seed. Layer values above 1 count by their
+    distance, so a lambda of 1.2 is as far as 0.8."""
+    lam = {1: ([0.3, 0.5], [0.5, 1.2]), 2: ([0.4, 0.6], [0.6, 0.7]), 3: ([0.2, 0.6], [0.5, 0.9])}
+    for s, (a, b) in lam.items():
+        make_run(tmp_path, f'diff_3L_s{s}', 1.5, lambdas=a)
+        make_run(tmp_path, f'diff_sym_3L_s{s}', 1.5, lambdas=b)
+    make_run(tmp_path, 'nanogpt_3L_s1', 1.5)
+    text = report.render(str(tmp_path))
+    rows = [cells(l) for l in section(text, 'Per-layer lambda after training').splitlines() if l.startswith('| 3L')]
+    assert len(rows) == 1 and rows[0][1:3] == ['gpt+Diff', 'gpt+Diff+Sym']
+    # distances: diff 0.6, 0.5, 0.6; diff_sym 0.35, 0.35, 0.3; differences -0.25, -0.15, -0.3
+    d = [-0.25, -0.15, -0.3]
+    m, sd = sum(d) / 3, math.sqrt(sum((x - sum(d) / 3) ** 2 for x in d) / 2)
+    assert rows[0][3:5] == ['1, 2, 3', f'{m:+.4f} ± {sd:.4f}'] and rows[0][7] == 'paired t, n=3'
+    assert rows[0][8] == 'not within noise: B lower'
+    # one Differential model alone: no comparison, and the sentence is absent
+    shutil.rmtree(tmp_path / 'diff_sym_3L_s1'), shutil.rmtree(tmp_path / 'diff_sym_3L_s2')
+    shutil.rmtree(tmp_path / 'diff_sym_3L_s3')
+    assert 'Distance of λ_full from 1' not in report.render(str(tmp_path))
+
+
 def test_title_says_what_the_sweep_is(tmp_path):
     make_run(tmp_path, 'sym_3L_s1', 1.5, causal=False, dropout=0.2)
     make_run(tmp_path, 'sym_noself_3L_s1', 1.6, causal=False, dropout=0.2, mask_self=True)
