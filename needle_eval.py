@@ -30,6 +30,13 @@ from output import pyplot, save_figure, write_json
 make_record = load_prepare('needle').make_record  # the generator data/needle/prepare.py writes the data with
 
 
+def default_needles(max_needles):
+    """Every needle count the training data has (1-3 by default); past 6, only the even ones and the largest."""
+    if max_needles <= 6:
+        return list(range(1, max_needles + 1))
+    return sorted({1, 2} | set(range(4, max_needles + 1, 2)) | {max_needles})
+
+
 def attention_split(w, needle_pos, queried, query_pos, haystack_len):
     """w (H, T, T) one record's weights in one layer -> (answer weight, noise weight) for the first query,
     averaged over heads."""
@@ -86,7 +93,8 @@ def heatmap(model, meta, path, seed, device='cpu'):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     ap.add_argument('--out_dir', nargs='+', default=['out'])
-    ap.add_argument('--needles', nargs='+', type=int, default=None, help='default: 1 2 4 ... max_needles')
+    ap.add_argument('--needles', nargs='+', type=int, default=None,
+                    help='default: 1 .. max_needles (past 6: 1 2 4 6 ... max_needles)')
     ap.add_argument('--depths', nargs='+', type=float, default=[0.0, 0.25, 0.5, 0.75, 1.0])
     ap.add_argument('--n_eval', type=int, default=100, help='records per (needles, depth) cell')
     ap.add_argument('--seed', type=int, default=1)
@@ -110,7 +118,7 @@ def main():
             raise SystemExit(f"error: data/{dataset}/meta.json is missing: prepare the data {out} was trained on")
         if meta.get('tokenizer') != 'needle':
             raise SystemExit(f"error: {out} was not trained on the needle task (dataset {dataset})")
-        needles = args.needles or sorted({1, 2} | set(range(4, meta['max_needles'] + 1, 2)) | {meta['max_needles']})
+        needles = args.needles or default_needles(meta['max_needles'])
         with autocast_context(dtype, device_type):
             grid = evaluate(model, meta, needles, args.depths, args.n_eval, args.seed, device)
         res = dict(checkpoint=path, iter=ckpt['iter_num'], needles=needles, depths=args.depths, n_eval=args.n_eval,

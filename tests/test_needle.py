@@ -66,6 +66,23 @@ def test_prepare_is_deterministic_and_splits_are_disjoint(tmp_path):
     assert m.shape == va.shape and (m.sum(1) == 1).all()
 
 
+def test_default_task_matches_base_config_and_eval_grid():
+    # train.py needs block_size = record_len - 1, so the base config must follow prepare.py's defaults
+    args = needle.get_args([])
+    ns = {}
+    exec(open(os.path.join(ROOT, 'configs', 'base_needle.py')).read(), ns)
+    assert ns['block_size'] == args.block_size
+    # every needle count up to max_needles fits the default haystack, so needle_eval's grid can be built
+    rng = np.random.default_rng(0)
+    for n in range(1, args.max_needles + 1):
+        for depth in (0.0, 0.5, 1.0):
+            tok, mask, info = needle.make_record(rng, args.block_size + 1, n, args.n_queries, args.n_keys,
+                                                 args.n_values, args.n_filler, depth)
+            assert len(tok) == args.block_size + 1 and mask.sum() == args.n_queries
+    # N = 2 is in the default grid: the count at which retrieval (not copying the only value) is first tested
+    assert needle_eval.default_needles(args.max_needles)[:2] == [1, 2]
+
+
 def test_attention_split_on_hand_built_maps():
     T, hay = 12, 8
     needle_pos, queried, query_pos = np.array([2, 6]), np.array([1]), np.array([9])
