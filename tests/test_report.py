@@ -265,13 +265,13 @@ def sweep_folders(base):
 
 
 def rerender_matches(folder, tmp):
-    """Copy only the run folders' files (summary.json, log.jsonl) to a fresh folder elsewhere, re-render there
-    and compare byte for byte with folder/results.md."""
+    """Copy only the run folders' files (summary.json, log.jsonl and analyze.py's analysis.json) to a fresh folder
+    elsewhere, re-render there and compare byte for byte with folder/results.md."""
     copy = os.path.join(tmp, 'copy_of_' + os.path.basename(folder))
     for name in sorted(os.listdir(folder), reverse=True):  # another creation order too
         if report.RUN_RE.match(name):
             os.makedirs(os.path.join(copy, name))
-            for f in ('summary.json', 'log.jsonl'):
+            for f in ('summary.json', 'log.jsonl', 'analysis.json'):
                 if os.path.exists(os.path.join(folder, name, f)):
                     shutil.copy(os.path.join(folder, name, f), os.path.join(copy, name, f))
     report.render(copy)
