@@ -111,12 +111,11 @@ def main():
     if args.one:
         print('RESULT ' + json.dumps(run_one(json.loads(args.one))), flush=True)
         return
-    device = args.device
-    if device == 'auto':
-        import torch
-        device = 'cuda' if torch.cuda.is_available() else 'cpu'
     import torch
     from hardware import cpu_info
+    device = args.device
+    if device == 'auto':
+        device = 'cuda' if torch.cuda.is_available() else 'cpu'
     cpu = cpu_info()
     print(f"processor: {cpu['name'] or 'unknown'} (family {cpu['family']}, model {cpu['model']}), "
           f"{cpu['cores']} threads, bf16 units: {' '.join(cpu['bf16']) or 'none (bf16 is emulated)'}; "

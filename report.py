@@ -377,14 +377,16 @@ def lambda_tables(runs):
 def lambda_comparison(runs):
     """The seed's lambda claim, "Diff+Sym's lambda_full is closer to 1 than Diff's", as one comparison per depth:
     B - A of the distance to 1 averaged over layers, mean_l |1 - lambda_full_l| (negative: B is closer)."""
+    def distance(cell):  # {seed: mean_l |1 - lambda_full_l|}
+        return {s['_seed']: statistics.mean(abs(1 - x['lambda_full']) for x in s['lambda_table'])
+                for s in finished(cell) if s.get('lambda_table')}
+
     rows = []
     for d in sorted({d for _, d in runs}, key=depth_key):
         for a, b in LAMBDA_PAIRS:
-            ra, rb = (finished(runs.get((v, d), dict(ok=[]))) for v in (a, b))
-            dist = lambda r: {s['_seed']: statistics.mean(abs(1 - x['lambda_full']) for x in s['lambda_table'])  # noqa: E731
-                              for s in r if s.get('lambda_table')}
-            if dist(ra) and dist(rb):
-                rows.append(comparison_row(d, a, b, dist(ra), dist(rb)))
+            da, db = (distance(runs.get((v, d), dict(ok=[]))) for v in (a, b))
+            if da and db:
+                rows.append(comparison_row(d, a, b, da, db))
     if not rows:
         return ''
     return '\n'.join(['Distance of λ_full from 1, averaged over layers, mean_l |1 − λ_full,l|: B − A negative means B '
