@@ -118,7 +118,7 @@ def main():
         device = 'cuda' if torch.cuda.is_available() else 'cpu'
     cpu = cpu_info()
     print(f"processor: {cpu['name'] or 'unknown'} (family {cpu['family']}, model {cpu['model']}), "
-          f"{cpu['cores']} threads, bf16 units: {' '.join(cpu['bf16']) or 'none (bf16 is emulated)'}; "
+          f"{cpu['threads']} threads, bf16 units: {' '.join(cpu['bf16']) or 'none (bf16 is emulated)'}; "
           f"torch {torch.__version__}" + (f"; {torch.cuda.get_device_name(device)}" if device.startswith('cuda') else ''))
     results = []
     for T, dtype, dropout, comp, v in itertools.product(args.seq, args.dtype, args.dropout, args.compile,

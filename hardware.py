@@ -9,9 +9,9 @@ import torch
 
 
 def cpu_info(path='/proc/cpuinfo'):
-    """{'name', 'family', 'model', 'bf16': the CPU's bf16 matrix flags (amx_bf16, avx512_bf16), 'cores'} of the
-    first processor in /proc/cpuinfo (Linux); empty fields elsewhere. Same model names can hide different units
-    (an "AMD EPYC" may or may not have AVX512-BF16), so benchmarks report the flags, not just the name."""
+    """{'name', 'family', 'model', 'bf16': its bf16 matrix flags (amx_bf16, avx512_bf16)} of the first processor in
+    /proc/cpuinfo (Linux; empty fields elsewhere), and 'threads': torch's thread count. Same model names can hide
+    different units (an "AMD EPYC" may or may not have AVX512-BF16), so benchmarks report the flags, not the name."""
     fields = {}
     try:
         with open(path) as f:
@@ -22,7 +22,7 @@ def cpu_info(path='/proc/cpuinfo'):
         pass
     flags = fields.get('flags', '').split()
     return dict(name=fields.get('model name', ''), family=fields.get('cpu family', ''), model=fields.get('model', ''),
-                bf16=[f for f in ('amx_bf16', 'avx512_bf16') if f in flags], cores=torch.get_num_threads())
+                bf16=[f for f in ('amx_bf16', 'avx512_bf16') if f in flags], threads=torch.get_num_threads())
 
 
 def cpu_has_fast_bf16():
