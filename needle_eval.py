@@ -37,12 +37,12 @@ def default_needles(max_needles):
     return sorted({1, 2} | set(range(4, max_needles + 1, 2)) | {max_needles})
 
 
-def attention_split(w, needle_pos, queried, query_pos, haystack_len):
+def attention_split(w, needle_pos, queried, query_pos, haystack_len, needle_width=2):
     """w (H, T, T) one record's weights in one layer -> (answer weight, noise weight) for the first query,
-    averaged over heads."""
+    averaged over heads. The answer needle is needle_width tokens (2: key, value; 1: a fused pair)."""
     row = w[:, query_pos[0], :]                    # (H, T): what the first query attends to
     p = int(needle_pos[queried[0]])
-    answer = row[:, p:p + 2].sum(-1)
+    answer = row[:, p:p + needle_width].sum(-1)
     hay = row[:, :haystack_len].sum(-1)
     return answer.mean().item(), (hay - answer).mean().item()
 
@@ -55,7 +55,7 @@ def evaluate(model, meta, needles, depths, n_eval, seed, device='cpu'):
         for depth in depths:
             rng = np.random.default_rng([seed, 7, n, int(depth * 1000)])
             recs = [make_record(rng, T1, n, meta['n_queries'], meta['n_keys'], meta['n_values'], meta['n_filler'],
-                                depth) for _ in range(n_eval)]
+                                depth, meta.get('fused', False)) for _ in range(n_eval)]
             x = torch.from_numpy(np.stack([r[0][:-1] for r in recs]).astype(np.int64)).to(device)
             logits, _ = model(x, x)  # targets make the model return logits at every position
             maps = model.attention_maps(x)
@@ -64,7 +64,7 @@ def evaluate(model, meta, needles, depths, n_eval, seed, device='cpu'):
                 qp = info['query_pos'][0]
                 correct.append(int(logits[b, qp].argmax()) == int(tok[qp + 1]))
                 per_layer = [attention_split(m[b].float(), info['needle_pos'], info['queried'], info['query_pos'],
-                                             info['haystack_len']) for m in maps]
+                                             info['haystack_len'], info['needle_width']) for m in maps]
                 ans.append(np.mean([a for a, _ in per_layer]))
                 noise.append(np.mean([z for _, z in per_layer]))
             grid[(n, depth)] = dict(accuracy=float(np.mean(correct)), answer_attention=float(np.mean(ans)),
@@ -78,7 +78,7 @@ def heatmap(model, meta, path, seed, device='cpu'):
         return False
     rng = np.random.default_rng([seed, 8])
     tok, _, info = make_record(rng, meta['record_len'], meta['max_needles'], meta['n_queries'], meta['n_keys'],
-                               meta['n_values'], meta['n_filler'], 0.5)
+                               meta['n_values'], meta['n_filler'], 0.5, meta.get('fused', False))
     x = torch.from_numpy(tok[None, :-1].astype(np.int64)).to(device)
     rows = np.stack([m[0, :, info['query_pos'][0], :].float().mean(0).cpu().numpy() for m in model.attention_maps(x)])
     fig, ax = plt.subplots(figsize=(8, 1 + 0.4 * len(rows)))

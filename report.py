@@ -16,7 +16,8 @@ Run folders are named <variant>_<depth>_s<seed> (ablate.sh's layout). results.md
      otherwise, a 95% interval and whether it contains 0;
   5. the per-layer lambda table of every Differential model, columns lambda_1, lambda_2, lambda_init, lambda_full,
      and Diff+Sym against Diff in the distance of lambda_full from 1 (the same statistics as 4);
-  6. the runs, and analyze.py's diagnostics where analysis.json exists.
+  6. the runs, and analyze.py's diagnostics where analysis.json exists: per run, per variant (mean +- std over
+     seeds), and the sink claims (softmax-1 and the gate against the baseline) with the statistics of 4.
 results.md is a pure function of the run files: no paths, no dates, and the same text whether or not matplotlib
 is installed. With matplotlib, val_loss.png and lambda_full.png are written beside it (the text names them).
 """
@@ -42,6 +43,14 @@ _PAIRS = [('nanogpt', 'diff'), ('sym', 'diff_sym'), ('sym', 'norm_sym'), ('nanog
           ('nanogpt', 'softmax1'), ('sym', 'sym_noself')]
 COMPARISONS = _PAIRS + [('llama_' + a, 'llama_' + b) for a, b in _PAIRS]
 LAMBDA_PAIRS = [('diff', 'diff_sym'), ('llama_diff', 'llama_diff_sym')]
+# the sink claims: softmax-1 and the gate against the baseline, in analyze.py's measures (analysis.json)
+_DIAG_PAIRS = [('nanogpt', 'softmax1'), ('nanogpt', 'gated')]
+DIAG_PAIRS = _DIAG_PAIRS + [('llama_' + a, 'llama_' + b) for a, b in _DIAG_PAIRS]
+DIAG_METRICS = [('first-token attn', 'overall', 'first_token_attention', '{:.4f}'),
+                ('heads on token 0', 'overall', 'first_token_heads', '{:.3f}'),
+                ('kurtosis', 'overall', 'kurtosis_rest', '{:.2f}'),
+                ('max abs act', 'overall', 'max_activation', '{:.2f}'),
+                ('int4 loss penalty', 'quantization', 'loss_penalty_int4', '{:+.4f}')]
 CONFIGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'configs')
 RUN_RE = re.compile(r'^(?P<variant>.+)_(?P<depth>\d+L)_s(?P<seed>\d+)$')
 PLOTS = ('val_loss.png', 'lambda_full.png')
@@ -395,15 +404,22 @@ def lambda_comparison(runs):
                       '|---|---|---|---|---|---|---|---|---|---|---|'] + rows)
 
 
+def analysis(s):
+    """analyze.py's analysis.json in a run folder, or None."""
+    path = os.path.join(s['_dir'], 'analysis.json')
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
 def diagnostics_table(summaries):
     """A row per run whose folder has analysis.json (written by analyze.py)."""
     lines = []
     for s in summaries:
-        path = os.path.join(s['_dir'], 'analysis.json')
-        if not os.path.exists(path):
+        a = analysis(s)
+        if a is None:
             continue
-        with open(path) as f:
-            a = json.load(f)
         o, q = a['overall'], a['quantization']
         lines.append(f"| {s['_name']} | {o['first_token_attention']:.3f} | "
                      f"{o['first_token_heads']:.2f} | {o['kurtosis_rest']:.1f} | {o['max_activation']:.1f} | "
@@ -412,6 +428,44 @@ def diagnostics_table(summaries):
         return ''
     return '\n'.join(['| run | first-token attn | heads on token 0 | kurtosis | max abs act | top-1 abs logit '
                       '| int8 loss penalty | int4 loss penalty |', '|---|---|---|---|---|---|---|---|'] + lines)
+
+
+def diagnostic_values(cell, part, key):
+    """{seed: analysis[part][key]} over a cell's finished runs that have analysis.json."""
+    out = {}
+    for s in finished(cell):
+        a = analysis(s)
+        if a is not None:
+            out[s['_seed']] = a[part][key]
+    return out
+
+
+def diagnostics_summary(runs):
+    """Per (depth, variant): mean ± std over seeds of analyze.py's measures; then the sink claims as comparisons
+    (DIAG_PAIRS, the statistics of the loss comparisons) where both models have 2+ analysed seeds."""
+    rows, cmp_rows = [], []
+    for (v, d), cell in sorted(runs.items(), key=lambda kv: (depth_key(kv[0][1]), variant_key(kv[0][0]))):
+        cols = [diagnostic_values(cell, part, key) for _, part, key, _ in DIAG_METRICS]
+        if len(cols[0]) >= 2:
+            rows.append(f'| {d} | {NAMES.get(v, v)} | {len(cols[0])} | '
+                        + ' | '.join(mean_std(list(c.values()), f) for c, (_, _, _, f) in zip(cols, DIAG_METRICS))
+                        + ' |')
+    for d in sorted({d for _, d in runs}, key=depth_key):
+        for a, b in DIAG_PAIRS:
+            for name, part, key, _ in DIAG_METRICS:
+                va, vb = (diagnostic_values(runs.get((v, d), dict(ok=[])), part, key) for v in (a, b))
+                if len(va) >= 2 and len(vb) >= 2:
+                    cmp_rows.append(f'| {name} ' + comparison_row(d, a, b, va, vb))
+    if not rows:
+        return ''
+    out = ['Mean ± std over the analysed seeds (n):', '',
+           '| depth | variant | n | ' + ' | '.join(m[0] for m in DIAG_METRICS) + ' |',
+           '|---|---|---|' + '---|' * len(DIAG_METRICS)] + rows
+    if cmp_rows:
+        out += ['', 'The sink claims, B − A in each measure, with the statistics of the loss comparisons:', '',
+                '| measure | depth | A | B | seeds | B − A | 95% interval | p | test | gap | A | B |',
+                '|---|---|---|---|---|---|---|---|---|---|---|---|'] + cmp_rows
+    return '\n'.join(out)
 
 
 def runs_table(ok):
@@ -543,6 +597,8 @@ def markdown(runs):
         diag = diagnostics_table(ok)
         if diag:
             parts += ['', '## Diagnostics (analyze.py, where analysis.json exists)', '', diag]
+            summary = diagnostics_summary(runs)
+            parts += ['', summary] if summary else []
     return '\n'.join(parts) + '\n'
 
 

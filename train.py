@@ -356,7 +356,8 @@ def setup_data(cfg, env):
     splits = load_split(cfg['dataset'], 'train', meta), load_split(cfg['dataset'], 'val', meta)
     if meta.get('record_len') and meta['record_len'] != T + 1:
         raise ValueError(f"dataset '{cfg['dataset']}' has records of {meta['record_len']} tokens: "
-                         f"set block_size={meta['record_len'] - 1}")
+                         f"set block_size={meta['record_len'] - 1}, or make the data again for block_size={T} "
+                         f"(python data/{cfg['dataset']}/prepare.py --help)")
     for name, d in zip(('train', 'val'), splits):
         if len(d['tokens']) <= T:
             raise ValueError(f"{name}.bin has {len(d['tokens'])} tokens, fewer than block_size + 1 = {T + 1}")

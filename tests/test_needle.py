@@ -24,7 +24,8 @@ KW = dict(n_keys=16, n_values=16, n_filler=16)
 @pytest.mark.parametrize('depth', [None, 0.0, 0.5, 1.0])
 def test_records_put_needles_where_asked_and_answers_are_right(n, depth):
     rng = np.random.default_rng(0)
-    keys, values, filler = needle.vocab(**KW)
+    keys, values, filler, pairs = needle.vocab(**KW)
+    assert len(pairs) == 0  # two-token needles: no pair tokens
     for _ in range(20):
         tok, mask, info = needle.make_record(rng, 65, n, 2, depth=depth, **KW)
         hay = info['haystack_len']
@@ -43,13 +44,53 @@ def test_records_put_needles_where_asked_and_answers_are_right(n, depth):
             assert pos[info['queried'][0]] == 2 * round(depth * (slots - 1))
 
 
+@pytest.mark.parametrize('depth', [None, 0.0, 1.0])
+def test_fused_needles_are_one_token_per_pair(depth):
+    """--fused: a needle is the token of its (key, value) pair, at any haystack position; the queries and answers
+    are the same key and value tokens as in the two-token layout."""
+    rng = np.random.default_rng(1)
+    keys, values, filler, pairs = needle.vocab(**KW, fused=True)
+    assert len(pairs) == 16 * 16 and pairs[0] == filler[-1] + 1
+    for _ in range(50):
+        tok, mask, info = needle.make_record(rng, 33, 5, 3, depth=depth, **KW, fused=True)
+        hay, pos = info['haystack_len'], info['needle_pos']
+        assert info['needle_width'] == 1 and hay == 33 - 1 - 6 and len(set(pos)) == 5 and (pos < hay).all()
+        assert np.isin(tok[pos], pairs).all()
+        assert np.isin(np.delete(tok[:hay], pos), filler).all()
+        k_of, v_of = (tok[pos] - pairs[0]) // 16, (tok[pos] - pairs[0]) % 16  # pair (i, j) = pairs[i * 16 + j]
+        assert len(set(k_of)) == 5
+        for j, q in zip(info['queried'], info['query_pos']):
+            assert tok[q] == keys[k_of[j]] and tok[q + 1] == values[v_of[j]] and mask[q + 1] == 1
+        if depth is not None:
+            assert pos[info['queried'][0]] == round(depth * (hay - 1))
+
+
+def test_queries_are_drawn_with_replacement():
+    """With distinct queries the last answer would be the one value not yet asked for (an elimination shortcut
+    needing no key matching); drawn with replacement, at N = 2 the second query repeats the first half the time."""
+    rng = np.random.default_rng(0)
+    same = [len(set(needle.make_record(rng, 17, 2, 2, **KW)[2]['queried'])) == 1 for _ in range(2000)]
+    assert 0.45 < np.mean(same) < 0.55
+
+
+def test_build_draws_needle_counts_from_min_to_max():
+    args = needle.get_args(['--min_needles=2', '--max_needles=4', '--block_size=24', '--n_queries=4'])
+    _, _, _, pairs = needle.vocab(args.n_keys, args.n_values, args.n_filler, args.fused)
+    tok, mask = needle.build(np.random.default_rng(0), 600, args)
+    hay = args.block_size - 2 * args.n_queries
+    counts = np.isin(tok[:, :hay], pairs).sum(1)  # the default needles are fused: one pair token each
+    assert set(counts) == {2, 3, 4} and (mask.sum(1) == 4).all()
+    with pytest.raises(SystemExit):
+        needle.get_args(['--min_needles=3', '--max_needles=2'])
+
+
 def test_prepare_is_deterministic_and_splits_are_disjoint(tmp_path):
     d = tmp_path / 'needle'
     d.mkdir()
     shutil.copy(os.path.join(ROOT, 'data', 'needle', 'prepare.py'), d / 'prepare.py')
     # a tiny space (5,120 distinct records), so that train and val collide and the filter has work to do
-    args = ['--block_size=12', '--n_train=3000', '--n_val=300', '--max_needles=1', '--n_keys=2', '--n_values=2',
-            '--n_filler=2', '--n_queries=1']
+    args = ['--block_size=12', '--n_train=3000', '--n_val=300', '--min_needles=1', '--max_needles=1', '--n_keys=2',
+            '--n_values=2', '--n_filler=2', '--n_queries=1', '--no-fused']
     for run in ('a', 'b'):
         assert subprocess.run([sys.executable, str(d / 'prepare.py'), *args], capture_output=True).returncode == 0
         os.rename(d / 'val.bin', d / f'val_{run}.bin')

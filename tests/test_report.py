@@ -184,6 +184,42 @@ def test_lambda_comparison_is_the_distance_from_one(tmp_path):
     assert 'Distance of λ_full from 1' not in report.render(str(tmp_path))
 
 
+def write_analysis(root, name, first, kurt, int4):
+    """analysis.json as analyze.py writes it, with the measures report.py reads."""
+    a = dict(overall=dict(first_token_attention=first, first_token_heads=0.25, max_activation=3.0, logit_top1=9.0,
+                          kurtosis_rest=kurt),
+             quantization=dict(loss_penalty_int8=0.0001, loss_penalty_int4=int4))
+    with open(os.path.join(root, name, 'analysis.json'), 'w') as f:
+        json.dump(a, f)
+
+
+def test_diagnostics_summary_and_sink_comparisons(tmp_path):
+    """Per variant mean ± std of analyze.py's measures, and softmax-1 against nanogpt paired by seed; a variant
+    with one analysed seed has no summary row, and a run without analysis.json is left out."""
+    first = {1: (0.30, 0.05), 2: (0.40, 0.04), 3: (0.35, 0.06)}   # (nanogpt, softmax1): a sink that softmax-1 removes
+    for s, (a, b) in first.items():
+        make_run(tmp_path, f'nanogpt_3L_s{s}', 1.5)
+        make_run(tmp_path, f'softmax1_3L_s{s}', 1.5)
+        write_analysis(tmp_path, f'nanogpt_3L_s{s}', a, 3.0 + s, 0.02)
+        write_analysis(tmp_path, f'softmax1_3L_s{s}', b, 3.0 + s, 0.02)
+    make_run(tmp_path, 'gated_3L_s1', 1.5)
+    write_analysis(tmp_path, 'gated_3L_s1', 0.1, 3.0, 0.02)
+    make_run(tmp_path, 'sym_3L_s1', 1.5)  # no analysis.json
+    make_run(tmp_path, 'sym_3L_s2', 1.5)
+    diag = section(report.render(str(tmp_path)), 'Diagnostics')
+    summary = [cells(l) for l in diag.splitlines() if l.startswith('| 3L | ') and len(cells(l)) == 8]
+    assert [r[1:3] for r in summary] == [['nanogpt', '3'], ['Softmax-1', '3']]
+    assert summary[0][3] == '0.3500 ± 0.0500' and summary[0][5] == '5.00 ± 1.00'
+    rows = {cells(l)[0]: cells(l) for l in diag.splitlines() if len(cells(l)) == 12 and cells(l)[1] == '3L'}
+    assert set(rows) == {m[0] for m in report.DIAG_METRICS}  # no gated row: one analysed seed
+    d = [-0.25, -0.36, -0.29]
+    m, sd = sum(d) / 3, math.sqrt(sum((x - sum(d) / 3) ** 2 for x in d) / 2)
+    r = rows['first-token attn']
+    assert r[2:4] == ['nanogpt', 'Softmax-1'] and r[5] == f'{m:+.4f} ± {sd:.4f}'
+    assert r[9] == 'not within noise: B lower'
+    assert rows['kurtosis'][5] == '+0.0000 ± 0.0000' and rows['kurtosis'][9] == 'within noise'
+
+
 def test_title_says_what_the_sweep_is(tmp_path):
     make_run(tmp_path, 'sym_3L_s1', 1.5, causal=False, dropout=0.2)
     make_run(tmp_path, 'sym_noself_3L_s1', 1.6, causal=False, dropout=0.2, mask_self=True)

@@ -4,20 +4,26 @@ paper's key-information retrieval, shrunk so every attention variant trains on a
 
 A record has record_len = block_size + 1 tokens:
 
-    [ haystack: filler tokens with N needles "k v" at chosen depths ] SEP q_1 a_1 q_2 a_2 ... q_R a_R
+    [ haystack: filler tokens with N needles at chosen depths ] SEP q_1 a_1 q_2 a_2 ... q_R a_R
 
-keys k, values v and filler come from disjoint vocabularies; each query q_j is the key of one of the needles and
-its answer a_j is that needle's value. The loss counts only the answers (the *_mask.bin files mark them), so the
-task is pure retrieval: the value of each (key, value) pair is random per record and cannot be memorised.
+A needle is one token standing for a (key, value) pair (the default, --fused), or the two tokens `k v`
+(--no-fused). Keys, values, filler and pairs come from disjoint vocabularies; each query q_j is the key of one of
+the needles, drawn with replacement, and its answer a_j is that needle's value. The loss counts only the answers
+(the *_mask.bin files mark them), so the task is pure retrieval: the value of each (key, value) pair is random per
+record and cannot be memorised.
 
-$ python data/needle/prepare.py                      # defaults: block 16, 1-3 needles, 2 queries, 4 filler symbols
-$ python data/needle/prepare.py --block_size 128 --max_needles 6 --n_filler 32   # the first, harder task
+$ python data/needle/prepare.py                  # defaults: block 32, 2-6 fused needles, 4 queries, 16 filler symbols
+$ python data/needle/prepare.py --no-fused --block_size 16 --min_needles 1 --max_needles 3 --n_filler 4 --n_queries 2
+                                                 # the two-token task of results/needle_cpu.md's first search
 
-The defaults are small on purpose: a 2-layer model has to form an induction-style circuit (the value's position
-takes its key from the previous token; the query then matches that key), and the shorter the haystack, the
-stronger the signal that starts it. At block 128, up to 6 needles and 32 filler symbols every variant sat at
-chance (1/N) after 1500 steps; the 12-token haystack with up to 3 needles trains in minutes on one CPU core, but
-results/needle_cpu.md has it still at chance at N = 2 after 3500 steps (see there for what was tried).
+Why fused: with two-token needles the query must find the position whose *previous* token is its key, an
+induction circuit across two layers (a previous-token head, then a head matching on what it wrote). On this
+project's CPU budget no 2-layer model formed that circuit (results/needle_cpu.md: every setting tried, up to
+10 000 steps, stayed at chance), so the table could not speak to the claim. A fused needle asks the attention
+itself to find the one position among N needles and the filler that matches the query, which is what the
+Differential Transformer's noise-cancelling claim is about, and a 2-layer model learns it within a few hundred
+steps. Records with N = 1 (the answer is the only value in the haystack: copying, not retrieval) are left out
+of training by default (--min_needles 2); needle_eval.py still tests N = 1.
 
 Writes train.bin / val.bin (uint16 records), train_mask.bin / val_mask.bin (uint8, 1 at answer tokens) and
 meta.json. Deterministic from --seed; no val record equals a train record. needle_eval.py builds its
@@ -33,26 +39,33 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SEP = 0
 
 
-def vocab(n_keys, n_values, n_filler):
-    """Token ranges: SEP = 0, then keys, values, filler."""
+def vocab(n_keys, n_values, n_filler, fused=False):
+    """Token ranges: SEP = 0, then keys, values, filler and, for fused needles, one token per (key, value) pair:
+    pair (i, j) is pairs[i * n_values + j]. Returns keys, values, filler, pairs (empty unless fused)."""
     keys = np.arange(1, 1 + n_keys)
     values = np.arange(1 + n_keys, 1 + n_keys + n_values)
     filler = np.arange(1 + n_keys + n_values, 1 + n_keys + n_values + n_filler)
-    return keys, values, filler
+    start = 1 + n_keys + n_values + n_filler
+    pairs = np.arange(start, start + n_keys * n_values if fused else start)
+    return keys, values, filler, pairs
 
 
-def make_record(rng, record_len, n_needles, n_queries, n_keys, n_values, n_filler, depth=None):
+def make_record(rng, record_len, n_needles, n_queries, n_keys, n_values, n_filler, depth=None, fused=False):
     """One record. depth in [0, 1] places the first queried needle at that fraction of the haystack (0: its
-    start, 1: its end); None places every needle at random. Returns (tokens, mask, info)."""
-    keys, values, filler = vocab(n_keys, n_values, n_filler)
+    start, 1: its end); None places every needle at random. fused: a needle is one token standing for its
+    (key, value) pair rather than the two tokens `key value`. Returns (tokens, mask, info)."""
+    keys, values, filler, pairs = vocab(n_keys, n_values, n_filler, fused)
+    width = 1 if fused else 2                       # tokens per needle
     hay = record_len - 1 - 2 * n_queries           # haystack length
-    slots = hay // 2                                # needles sit on even positions, 2 tokens each
+    slots = hay // width                            # needle i sits on positions width * slot_i (+ 1)
     if n_needles > min(slots, n_keys):
         raise ValueError(f"{n_needles} needles do not fit ({slots} slots, {n_keys} keys)")
     tokens = rng.choice(filler, size=record_len)
-    k = rng.choice(keys, size=n_needles, replace=False)
-    v = rng.choice(values, size=n_needles)
-    queried = rng.choice(n_needles, size=n_queries, replace=n_needles < n_queries)
+    ki = rng.choice(n_keys, size=n_needles, replace=False)  # keys are distinct within a record
+    vi = rng.integers(0, n_values, size=n_needles)
+    # queries with replacement: with distinct queries the last answer of a record would be the one value not yet
+    # asked for, a shortcut that needs no key matching (results/needle_cpu.md)
+    queried = rng.choice(n_needles, size=n_queries)
     slot = rng.choice(slots, size=n_needles, replace=False)
     if depth is not None:  # move the first queried needle to the requested depth
         want = int(round(depth * (slots - 1)))
@@ -61,22 +74,26 @@ def make_record(rng, record_len, n_needles, n_queries, n_keys, n_values, n_fille
         if len(other):
             slot[other[0]] = slot[j]
         slot[j] = want
-    pos = 2 * slot
-    tokens[pos], tokens[pos + 1] = k, v
+    pos = width * slot
+    if fused:
+        tokens[pos] = pairs[ki * n_values + vi]
+    else:
+        tokens[pos], tokens[pos + 1] = keys[ki], values[vi]
     tokens[hay] = SEP
     mask = np.zeros(record_len, dtype=np.uint8)
     qpos = hay + 1 + 2 * np.arange(n_queries)      # query key positions; the answer follows each
-    tokens[qpos], tokens[qpos + 1] = k[queried], v[queried]
+    tokens[qpos], tokens[qpos + 1] = keys[ki[queried]], values[vi[queried]]
     mask[qpos + 1] = 1
-    info = dict(needle_pos=pos, queried=queried, query_pos=qpos, haystack_len=hay)
+    info = dict(needle_pos=pos, needle_width=width, queried=queried, query_pos=qpos, haystack_len=hay)
     return tokens.astype(np.uint16), mask, info
 
 
 def build(rng, n, args):
     toks, masks = [], []
     for _ in range(n):
-        t, m, _ = make_record(rng, args.block_size + 1, int(rng.integers(1, args.max_needles + 1)), args.n_queries,
-                              args.n_keys, args.n_values, args.n_filler)
+        n_needles = int(rng.integers(args.min_needles, args.max_needles + 1))
+        t, m, _ = make_record(rng, args.block_size + 1, n_needles, args.n_queries, args.n_keys, args.n_values,
+                              args.n_filler, fused=args.fused)
         toks.append(t)
         masks.append(m)
     return np.stack(toks), np.stack(masks)
@@ -90,16 +107,24 @@ def write(name, arr):
 
 def get_args(argv=None):
     ap = argparse.ArgumentParser(description='Synthetic multi-needle retrieval data.')
-    ap.add_argument('--block_size', type=int, default=16)
-    ap.add_argument('--max_needles', type=int, default=3)
-    ap.add_argument('--n_queries', type=int, default=2)
-    ap.add_argument('--n_keys', type=int, default=32)
-    ap.add_argument('--n_values', type=int, default=32)
-    ap.add_argument('--n_filler', type=int, default=4)
-    ap.add_argument('--n_train', type=int, default=50000)
+    ap.add_argument('--block_size', type=int, default=32)
+    ap.add_argument('--min_needles', type=int, default=2,
+                    help='needle counts in the data are uniform in [min_needles, max_needles]; at N = 1 the answer '
+                         'is the only value in the haystack, so those records teach copying, not key matching')
+    ap.add_argument('--max_needles', type=int, default=6)
+    ap.add_argument('--n_queries', type=int, default=4)
+    ap.add_argument('--n_keys', type=int, default=16)
+    ap.add_argument('--n_values', type=int, default=16)
+    ap.add_argument('--n_filler', type=int, default=16)
+    ap.add_argument('--fused', action=argparse.BooleanOptionalAction, default=True,
+                    help='a needle is one token for its (key, value) pair (default); --no-fused: the two tokens k v')
+    ap.add_argument('--n_train', type=int, default=200000)
     ap.add_argument('--n_val', type=int, default=2000)
     ap.add_argument('--seed', type=int, default=0)
-    return ap.parse_args(argv)
+    args = ap.parse_args(argv)
+    if not 1 <= args.min_needles <= args.max_needles:
+        ap.error(f'need 1 <= --min_needles <= --max_needles, got {args.min_needles} and {args.max_needles}')
+    return args
 
 
 def main(argv=None):
@@ -114,7 +139,8 @@ def main(argv=None):
     write('train_mask.bin', train_m)
     write('val.bin', val_t)
     write('val_mask.bin', val_m)
-    meta = dict(vocab_size=1 + args.n_keys + args.n_values + args.n_filler, record_len=args.block_size + 1,
+    vocab_size = 1 + args.n_keys + args.n_values + args.n_filler + (args.n_keys * args.n_values if args.fused else 0)
+    meta = dict(vocab_size=vocab_size, record_len=args.block_size + 1,
                 tokenizer='needle', **{k: v for k, v in vars(args).items() if k not in ('n_train', 'n_val')})
     with open(os.path.join(HERE, 'meta.json.tmp'), 'w') as f:
         json.dump(meta, f)
