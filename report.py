@@ -12,12 +12,15 @@ Run folders are named <variant>_<depth>_s<seed> (ablate.sh's layout). results.md
   2. the extra variants (Sym without self-attention, gated, softmax-1, ...) in the same layout as 1;
   3. one row per (depth, variant) with more digits and the training-step loss (train mode, dropout on) beside
      the eval train/val losses;
-  4. comparisons the seeds' claims make (B - A in val loss): paired t-test over shared seeds, Welch's t
+  4. val loss over training, mean +- std over seeds at the evaluations every run logged;
+  5. comparisons the seeds' claims make (B - A in val loss): paired t-test over shared seeds, Welch's t
      otherwise, a 95% interval and whether it contains 0;
-  5. the per-layer lambda table of every Differential model, columns lambda_1, lambda_2, lambda_init, lambda_full,
-     and Diff+Sym against Diff in the distance of lambda_full from 1 (the same statistics as 4);
-  6. the runs, and analyze.py's diagnostics where analysis.json exists: per run, per variant (mean +- std over
-     seeds), and the sink claims (softmax-1 and the gate against the baseline) with the statistics of 4.
+  6. the per-layer lambda table of every Differential model, columns lambda_1, lambda_2, lambda_init, lambda_full,
+     and Diff+Sym against Diff in the distance of lambda_full from 1 (the same statistics as 5);
+  7. the runs, and analyze.py's diagnostics where analysis.json exists: per run, per variant (mean +- std over
+     seeds), and the sink claims (softmax-1 and the gate against the baseline) with the statistics of 5;
+  8. the same for needle_eval.py's retrieval measures where needle_eval.json exists (each variant against the
+     baseline).
 results.md is a pure function of the run files: no paths, no dates, and the same text whether or not matplotlib
 is installed. With matplotlib, val_loss.png and lambda_full.png are written beside it (the text names them).
 """
@@ -46,11 +49,26 @@ LAMBDA_PAIRS = [('diff', 'diff_sym'), ('llama_diff', 'llama_diff_sym')]
 # the sink claims: softmax-1 and the gate against the baseline, in analyze.py's measures (analysis.json)
 _DIAG_PAIRS = [('nanogpt', 'softmax1'), ('nanogpt', 'gated')]
 DIAG_PAIRS = _DIAG_PAIRS + [('llama_' + a, 'llama_' + b) for a, b in _DIAG_PAIRS]
-DIAG_METRICS = [('first-token attn', 'overall', 'first_token_attention', '{:.4f}'),
-                ('heads on token 0', 'overall', 'first_token_heads', '{:.3f}'),
-                ('kurtosis', 'overall', 'kurtosis_rest', '{:.2f}'),
-                ('max abs act', 'overall', 'max_activation', '{:.2f}'),
-                ('int4 loss penalty', 'quantization', 'loss_penalty_int4', '{:+.4f}')]
+# (column, how to read it from the file's dict, format)
+DIAG_METRICS = [('first-token attn', lambda a: a['overall']['first_token_attention'], '{:.4f}'),
+                ('heads on token 0', lambda a: a['overall']['first_token_heads'], '{:.3f}'),
+                ('kurtosis', lambda a: a['overall']['kurtosis_rest'], '{:.2f}'),
+                ('max abs act', lambda a: a['overall']['max_activation'], '{:.2f}'),
+                ('int4 loss penalty', lambda a: a['quantization']['loss_penalty_int4'], '{:+.4f}')]
+# the retrieval claim: every variant against the baseline in needle_eval.py's measures (needle_eval.json)
+NEEDLE_PAIRS = [('nanogpt', v) for v in ('diff', 'sym', 'diff_sym', 'gated', 'softmax1', 'diffv2')]
+
+
+def needle_metrics(files):
+    """needle_eval.json's measures: accuracy at each needle count the files share, then the first query's
+    attention on the answer needle and on the rest of the haystack (mean over needle counts)."""
+    counts = sorted(set.intersection(*(set(f['by_needles']) for f in files)), key=int)
+    mean = lambda f, k: statistics.mean(f['by_needles'][n][k] for n in counts)  # noqa: E731
+    return ([(f'acc N={n}', lambda f, n=n: f['by_needles'][n]['accuracy'], '{:.3f}') for n in counts]
+            + [('answer attn', lambda f: mean(f, 'answer_attention'), '{:.3f}'),
+               ('noise attn', lambda f: mean(f, 'noise_attention'), '{:.3f}')])
+
+
 CONFIGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'configs')
 RUN_RE = re.compile(r'^(?P<variant>.+)_(?P<depth>\d+L)_s(?P<seed>\d+)$')
 PLOTS = ('val_loss.png', 'lambda_full.png')
@@ -325,6 +343,28 @@ def detail_table(runs):
     return '\n'.join(lines)
 
 
+def curve_table(runs, max_cols=11):
+    """Val loss over training: a row per (depth, variant) with finished runs, a column per eval iteration every
+    one of its runs logged (at most max_cols, evenly spaced, the last always kept); cells mean ± std over seeds."""
+    curves = {}
+    for (v, d) in sorted(runs, key=lambda vd: (depth_key(vd[1]), variant_key(vd[0]))):
+        ok = finished(runs[(v, d)])
+        series = [{e['iter']: e['val_loss'] for e in s['_log'] if e.get('kind') == 'eval' and 'val_loss' in e}
+                  for s in ok]
+        if ok and all(series):
+            curves[(v, d)] = series
+    iters = sorted(set.intersection(*(set(x) for series in curves.values() for x in series))) if curves else []
+    if len(iters) < 2:
+        return ''
+    if len(iters) > max_cols:
+        iters = [iters[round(i * (len(iters) - 1) / (max_cols - 1))] for i in range(max_cols)]
+    lines = ['| depth | variant | n | ' + ' | '.join(map(str, iters)) + ' |', '|---|---|---|' + '---|' * len(iters)]
+    for (v, d), series in curves.items():
+        lines.append(f'| {d} | {NAMES.get(v, v)} | {len(series)} | '
+                     + ' | '.join(mean_std([x[i] for x in series], '{:.3f}') for i in iters) + ' |')
+    return '\n'.join(lines)
+
+
 def comparison_row(d, a, b, va, vb):
     """One comparison B - A of val loss at depth d; va, vb: {seed: final val loss}."""
     c = compare(va, vb)
@@ -404,9 +444,9 @@ def lambda_comparison(runs):
                       '|---|---|---|---|---|---|---|---|---|---|---|'] + rows)
 
 
-def analysis(s):
-    """analyze.py's analysis.json in a run folder, or None."""
-    path = os.path.join(s['_dir'], 'analysis.json')
+def run_file(s, name):
+    """A JSON file a tool wrote in the run folder (analysis.json, needle_eval.json), or None."""
+    path = os.path.join(s['_dir'], name)
     if not os.path.exists(path):
         return None
     with open(path) as f:
@@ -417,7 +457,7 @@ def diagnostics_table(summaries):
     """A row per run whose folder has analysis.json (written by analyze.py)."""
     lines = []
     for s in summaries:
-        a = analysis(s)
+        a = run_file(s, 'analysis.json')
         if a is None:
             continue
         o, q = a['overall'], a['quantization']
@@ -430,42 +470,61 @@ def diagnostics_table(summaries):
                       '| int8 loss penalty | int4 loss penalty |', '|---|---|---|---|---|---|---|---|'] + lines)
 
 
-def diagnostic_values(cell, part, key):
-    """{seed: analysis[part][key]} over a cell's finished runs that have analysis.json."""
-    out = {}
-    for s in finished(cell):
-        a = analysis(s)
-        if a is not None:
-            out[s['_seed']] = a[part][key]
-    return out
-
-
-def diagnostics_summary(runs):
-    """Per (depth, variant): mean ± std over seeds of analyze.py's measures; then the sink claims as comparisons
-    (DIAG_PAIRS, the statistics of the loss comparisons) where both models have 2+ analysed seeds."""
+def measures_summary(runs, name, metrics, pairs, claim):
+    """Per (depth, variant) with 2+ seeds that have the file `name`: mean ± std over seeds of each metric
+    (column, read(file dict), format); then B − A per metric for the pairs, with the loss comparisons' statistics
+    (paired by seed), where both have 2+ such seeds. claim: what the pairs test, for the table's sentence."""
+    files = {key: {s['_seed']: f for s in finished(c) if (f := run_file(s, name)) is not None}
+             for key, c in runs.items()}
+    files = {key: fs for key, fs in files.items() if fs}
+    if not files:
+        return ''
+    if callable(metrics):
+        metrics = metrics([f for fs in files.values() for f in fs.values()])
+    value = lambda key, read: {seed: read(f) for seed, f in files.get(key, {}).items()}  # noqa: E731
     rows, cmp_rows = [], []
-    for (v, d), cell in sorted(runs.items(), key=lambda kv: (depth_key(kv[0][1]), variant_key(kv[0][0]))):
-        cols = [diagnostic_values(cell, part, key) for _, part, key, _ in DIAG_METRICS]
-        if len(cols[0]) >= 2:
-            rows.append(f'| {d} | {NAMES.get(v, v)} | {len(cols[0])} | '
-                        + ' | '.join(mean_std(list(c.values()), f) for c, (_, _, _, f) in zip(cols, DIAG_METRICS))
+    for (v, d) in sorted(files, key=lambda k: (depth_key(k[1]), variant_key(k[0]))):
+        if len(files[(v, d)]) >= 2:
+            rows.append(f'| {d} | {NAMES.get(v, v)} | {len(files[(v, d)])} | '
+                        + ' | '.join(mean_std(list(value((v, d), read).values()), fmt) for _, read, fmt in metrics)
                         + ' |')
-    for d in sorted({d for _, d in runs}, key=depth_key):
-        for a, b in DIAG_PAIRS:
-            for name, part, key, _ in DIAG_METRICS:
-                va, vb = (diagnostic_values(runs.get((v, d), dict(ok=[])), part, key) for v in (a, b))
+    for d in sorted({d for _, d in files}, key=depth_key):
+        for a, b in pairs:
+            for col, read, _ in metrics:
+                va, vb = value((a, d), read), value((b, d), read)
                 if len(va) >= 2 and len(vb) >= 2:
-                    cmp_rows.append(f'| {name} ' + comparison_row(d, a, b, va, vb))
+                    cmp_rows.append(f'| {col} ' + comparison_row(d, a, b, va, vb))
     if not rows:
         return ''
-    out = ['Mean ± std over the analysed seeds (n):', '',
-           '| depth | variant | n | ' + ' | '.join(m[0] for m in DIAG_METRICS) + ' |',
-           '|---|---|---|' + '---|' * len(DIAG_METRICS)] + rows
+    out = [f'Mean ± std over the seeds with {name} (n):', '',
+           '| depth | variant | n | ' + ' | '.join(m[0] for m in metrics) + ' |',
+           '|---|---|---|' + '---|' * len(metrics)] + rows
     if cmp_rows:
-        out += ['', 'The sink claims, B − A in each measure, with the statistics of the loss comparisons:', '',
+        out += ['', f'{claim}: B − A in each measure, with the statistics of the loss comparisons:', '',
                 '| measure | depth | A | B | seeds | B − A | 95% interval | p | test | gap | A | B |',
                 '|---|---|---|---|---|---|---|---|---|---|---|---|'] + cmp_rows
     return '\n'.join(out)
+
+
+def needle_table(summaries):
+    """A row per run whose folder has needle_eval.json: accuracy by needle count, answer and noise attention."""
+    lines, head = [], None
+    for s in summaries:
+        f = run_file(s, 'needle_eval.json')
+        if f is None:
+            continue
+        ns = sorted(f['by_needles'], key=int)
+        cols = [f"{f['by_needles'][n]['accuracy']:.3f}" for n in ns] + [
+            f"{statistics.mean(f['by_needles'][n][k] for n in ns):.3f}" for k in ('answer_attention',
+                                                                                 'noise_attention')]
+        row_head = '| run | ' + ' | '.join(f'acc N={n}' for n in ns) + ' | answer attn | noise attn |'
+        if head not in (None, row_head):
+            return ''  # different needle grids: no common table
+        head = row_head
+        lines.append(f"| {s['_name']} | " + ' | '.join(cols) + ' |')
+    if not lines:
+        return ''
+    return '\n'.join([head, '|---' * (3 + head.count('acc N=')) + '|'] + lines)
 
 
 def runs_table(ok):
@@ -575,6 +634,11 @@ def markdown(runs):
                   'batches. train step: the mean loss of the training steps logged in the last eval interval, in '
                   'train mode (with dropout when dropout > 0): what a training log calls its train loss. '
                   'Mean ± std over seeds.', '', detail_table(runs)]
+    curves = curve_table(runs)
+    if curves:
+        parts += ['', '## Val loss over training', '',
+                  'Val loss at each evaluation (columns: iteration) that every run of the sweep logged, mean ± std '
+                  'over seeds; at most 11 columns, evenly spaced.', '', curves]
     comparisons = comparison_table(runs)
     if comparisons:
         parts += ['', '## Comparisons', '',
@@ -597,8 +661,15 @@ def markdown(runs):
         diag = diagnostics_table(ok)
         if diag:
             parts += ['', '## Diagnostics (analyze.py, where analysis.json exists)', '', diag]
-            summary = diagnostics_summary(runs)
+            summary = measures_summary(runs, 'analysis.json', DIAG_METRICS, DIAG_PAIRS, 'The sink claims')
             parts += ['', summary] if summary else []
+        needle = needle_table(ok)
+        summary = measures_summary(runs, 'needle_eval.json', needle_metrics, NEEDLE_PAIRS, 'The retrieval claim')
+        if needle or summary:
+            parts += ['', '## Retrieval (needle_eval.py, where needle_eval.json exists)', '',
+                      'Accuracy at the first query by needle count N (mean over depths), and the first query\'s '
+                      'attention on the answer needle and on the rest of the haystack (mean over N, heads and '
+                      'layers).'] + [x for t in (needle, summary) if t for x in ('', t)]
     return '\n'.join(parts) + '\n'
 
 

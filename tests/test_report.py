@@ -220,6 +220,58 @@ def test_diagnostics_summary_and_sink_comparisons(tmp_path):
     assert rows['kurtosis'][5] == '+0.0000 ± 0.0000' and rows['kurtosis'][9] == 'within noise'
 
 
+def write_needle_eval(root, name, acc, answer, noise):
+    """needle_eval.json as needle_eval.py writes it: by_needles keyed by the needle count (a string in JSON)."""
+    by = {str(n): dict(accuracy=a, answer_attention=answer, noise_attention=noise) for n, a in acc.items()}
+    with open(os.path.join(root, name, 'needle_eval.json'), 'w') as f:
+        json.dump(dict(by_needles=by, cells=[]), f)
+
+
+def test_retrieval_section_from_needle_eval(tmp_path):
+    """needle_eval.json's accuracy by N and attention: a row per run, mean ± std per variant, and Diff against the
+    baseline paired by seed, for each N both have."""
+    for s, (a, b) in {1: (0.6, 0.9), 2: (0.5, 0.7), 3: (0.7, 0.8)}.items():
+        make_run(tmp_path, f'nanogpt_2L_s{s}', 0.5)
+        make_run(tmp_path, f'diff_2L_s{s}', 0.4)
+        write_needle_eval(tmp_path, f'nanogpt_2L_s{s}', {1: 1.0, 2: a}, 0.3, 0.6)
+        write_needle_eval(tmp_path, f'diff_2L_s{s}', {1: 1.0, 2: b, 3: 0.5}, 0.2 + 0.1 * s, 0.4)
+    text = report.render(str(tmp_path))
+    ret = section(text, 'Retrieval')
+    per_run = [cells(l) for l in ret.splitlines() if l.startswith('| nanogpt_2L_s1 |') or l.startswith('| diff_2L_s1')]
+    assert per_run == []  # the runs have different grids (diff has N=3): no common per-run table
+    summary = {cells(l)[1]: cells(l) for l in ret.splitlines() if l.startswith('| 2L |')}
+    # only the needle counts every file has (1, 2), then the attention columns
+    assert summary['gpt+Diff'][2:] == ['3', '1.000 ± 0.000', '0.800 ± 0.100', '0.400 ± 0.100', '0.400 ± 0.000']
+    rows = {cells(l)[0]: cells(l) for l in ret.splitlines() if len(cells(l)) == 12 and cells(l)[1] == '2L'}
+    assert set(rows) == {'acc N=1', 'acc N=2', 'answer attn', 'noise attn'}
+    assert rows['acc N=2'][2:4] == ['nanogpt', 'gpt+Diff'] and rows['acc N=2'][5] == '+0.2000 ± 0.1000'
+    assert rows['acc N=2'][9] == 'within noise'  # differences 0.3, 0.2, 0.1: t = 3.46 on 2 df, p = 0.074
+    assert rows['noise attn'][9] == 'not within noise: B lower'
+    # with the same grid everywhere, the per-run table is there
+    for s in (1, 2, 3):
+        write_needle_eval(tmp_path, f'diff_2L_s{s}', {1: 1.0, 2: 0.9}, 0.3, 0.4)
+    ret = section(report.render(str(tmp_path)), 'Retrieval')
+    assert cells(next(l for l in ret.splitlines() if l.startswith('| diff_2L_s1 |'))) == [
+        'diff_2L_s1', '1.000', '0.900', '0.300', '0.400']
+
+
+def test_val_curve_table(tmp_path):
+    """make_run's eval lines fall linearly from 4 to the final val loss: mean ± std over seeds at each eval, and
+    at most max_cols columns, evenly spaced, the last kept."""
+    for s, v in {1: 1.5, 2: 1.7}.items():
+        make_run(tmp_path, f'nanogpt_3L_s{s}', v)
+    make_run(tmp_path, 'diff_3L_s1', 2.0)
+    text = report.render(str(tmp_path))
+    lines = section(text, 'Val loss over training').strip().splitlines()
+    assert cells(lines[2])[3:] == ['0', '100', '200', '300', '400', '500']
+    nano = cells(lines[4])
+    assert nano[1:3] == ['nanogpt', '2'] and nano[3] == '4.000 ± 0.000' and nano[-1] == '1.600 ± 0.141'
+    assert nano[5] == '3.040 ± 0.057'  # iter 200: 4 - (4 - v) * 0.4 for v = 1.5, 1.7
+    assert cells(lines[5])[1:4] == ['gpt+Diff', '1', '4.000'] and cells(lines[5])[-1] == '2.000'
+    head = cells(report.curve_table(report.load_runs(str(tmp_path)), max_cols=3).splitlines()[0])
+    assert head[3:] == ['0', '200', '500']  # iters[round(i * 5 / 2)]: 0, 2 (round half to even), 5
+
+
 def test_title_says_what_the_sweep_is(tmp_path):
     make_run(tmp_path, 'sym_3L_s1', 1.5, causal=False, dropout=0.2)
     make_run(tmp_path, 'sym_noself_3L_s1', 1.6, causal=False, dropout=0.2, mask_self=True)
@@ -301,13 +353,14 @@ def sweep_folders(base):
 
 
 def rerender_matches(folder, tmp):
-    """Copy only the run folders' files (summary.json, log.jsonl and analyze.py's analysis.json) to a fresh folder
-    elsewhere, re-render there and compare byte for byte with folder/results.md."""
+    """Copy only the run folders' files (summary.json, log.jsonl, analyze.py's analysis.json and needle_eval.py's
+    needle_eval.json) to a fresh folder elsewhere, re-render there and compare byte for byte with
+    folder/results.md."""
     copy = os.path.join(tmp, 'copy_of_' + os.path.basename(folder))
     for name in sorted(os.listdir(folder), reverse=True):  # another creation order too
         if report.RUN_RE.match(name):
             os.makedirs(os.path.join(copy, name))
-            for f in ('summary.json', 'log.jsonl', 'analysis.json'):
+            for f in ('summary.json', 'log.jsonl', 'analysis.json', 'needle_eval.json'):
                 if os.path.exists(os.path.join(folder, name, f)):
                     shutil.copy(os.path.join(folder, name, f), os.path.join(copy, name, f))
     report.render(copy)
