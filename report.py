@@ -488,12 +488,16 @@ def measures_summary(runs, name, metrics, pairs, claim):
             rows.append(f'| {d} | {NAMES.get(v, v)} | {len(files[(v, d)])} | '
                         + ' | '.join(mean_std(list(value((v, d), read).values()), fmt) for _, read, fmt in metrics)
                         + ' |')
+    same = []  # (depth, A, B, measure) where every run of both has the same value: nothing to compare
     for d in sorted({d for _, d in files}, key=depth_key):
         for a, b in pairs:
             for col, read, _ in metrics:
                 va, vb = value((a, d), read), value((b, d), read)
                 if len(va) >= 2 and len(vb) >= 2:
-                    cmp_rows.append(f'| {col} ' + comparison_row(d, a, b, va, vb))
+                    if len(set(va.values()) | set(vb.values())) == 1:
+                        same.append(f'{col} ({d}, {NAMES.get(a, a)} and {NAMES.get(b, b)}: {next(iter(va.values()))})')
+                    else:
+                        cmp_rows.append(f'| {col} ' + comparison_row(d, a, b, va, vb))
     if not rows:
         return ''
     out = [f'Mean ± std over the seeds with {name} (n):', '',
@@ -503,6 +507,8 @@ def measures_summary(runs, name, metrics, pairs, claim):
         out += ['', f'{claim}: B − A in each measure, with the statistics of the loss comparisons:', '',
                 '| measure | depth | A | B | seeds | B − A | 95% interval | p | test | gap | A | B |',
                 '|---|---|---|---|---|---|---|---|---|---|---|---|'] + cmp_rows
+    if same:
+        out += ['', 'The same value in every run of both models, so no comparison: ' + '; '.join(same) + '.']
     return '\n'.join(out)
 
 
