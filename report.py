@@ -238,9 +238,10 @@ def compare(a, b):
 # ----------------------------------------------------------------------------- formatting
 
 def mean_std(xs, fmt='{:.2f}'):
+    """'mean ± std' (sample std), or the value alone for one run; a signed format ('{:+.4f}') signs the mean only."""
     if len(xs) == 1:
         return fmt.format(xs[0])
-    return (fmt + ' ± ' + fmt).format(statistics.mean(xs), statistics.stdev(xs))
+    return (fmt + ' ± ' + fmt.replace('+', '')).format(statistics.mean(xs), statistics.stdev(xs))
 
 
 def fmt_p(p):

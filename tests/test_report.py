@@ -184,6 +184,11 @@ def test_lambda_comparison_is_the_distance_from_one(tmp_path):
     assert 'Distance of λ_full from 1' not in report.render(str(tmp_path))
 
 
+def test_mean_std_signs_the_mean_only():
+    assert report.mean_std([0.01, 0.03], '{:+.4f}') == '+0.0200 ± 0.0141'
+    assert report.mean_std([-0.5], '{:+.2f}') == '-0.50' and report.mean_std([1.0, 3.0]) == '2.00 ± 1.41'
+
+
 def write_analysis(root, name, first, kurt, int4):
     """analysis.json as analyze.py writes it, with the measures report.py reads."""
     a = dict(overall=dict(first_token_attention=first, first_token_heads=0.25, max_activation=3.0, logit_top1=9.0,
