@@ -10,7 +10,7 @@ For every needle count N and depth (where the first queried needle sits in the h
 are drawn (a seed the training and validation sets do not use). Accuracy: the argmax prediction at the first
 query equals its needle's value. Attention, at the first query position (the token whose next-token prediction
 is the answer), from GPT.attention_maps, averaged over heads, layers and records:
-  answer: the weight on the queried needle's two tokens (key and value);
+  answer: the weight on the queried needle's token(s): the fused pair token, or its key and value tokens;
   noise:  the weight on every other haystack token (filler and the other needles).
 Each run folder's checkpoint is --ckpt_name: ckpt.pt (the last state, the default) or best.pt (the weights of the
 best val loss). Writes needle_eval.json in each run folder; with matplotlib, needle_attention.png (one record's

@@ -13,8 +13,9 @@ the needles, drawn with replacement, and its answer a_j is that needle's value. 
 record and cannot be memorised.
 
 $ python data/needle/prepare.py                  # defaults: block 32, 2-6 fused needles, 4 queries, 16 filler symbols
-$ python data/needle/prepare.py --no-fused --block_size 16 --min_needles 1 --max_needles 3 --n_filler 4 --n_queries 2
-                                                 # the two-token task of results/needle_cpu.md's first search
+$ python data/needle/prepare.py --no-fused       # two-token needles `k v` (results/needle_cpu.md's history used
+                                                 # --block_size 16 --min_needles 1 --max_needles 3 --n_filler 4
+                                                 # --n_queries 2 --n_keys 32 --n_values 32, with distinct queries)
 
 Why fused: with two-token needles the query must find the position whose *previous* token is its key, an
 induction circuit across two layers (a previous-token head, then a head matching on what it wrote). On this
