@@ -255,7 +255,8 @@ def test_retrieval_section_from_needle_eval(tmp_path):
     assert rows['acc N=2'][9] == 'within noise'  # differences 0.3, 0.2, 0.1: t = 3.46 on 2 df, p = 0.074
     assert rows['noise attn'][9] == 'not within noise: B lower'
     # N = 1 is 1.0 in every run of both: named once, not a table row of zeros
-    assert 'The same value in every run of both models, so no comparison: acc N=1 (2L, nanogpt and gpt+Diff: 1.0).' in ret
+    assert ('The same value in every run of both models, so no comparison: '
+            'acc N=1 (2L, nanogpt and gpt+Diff: 1.0).') in ret
     # with the same grid everywhere, the per-run table is there
     for s in (1, 2, 3):
         write_needle_eval(tmp_path, f'diff_2L_s{s}', {1: 1.0, 2: 0.9}, 0.3, 0.4)
