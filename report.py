@@ -350,8 +350,7 @@ def curve_table(runs, max_cols=11):
     curves = {}
     for (v, d) in sorted(runs, key=lambda vd: (depth_key(vd[1]), variant_key(vd[0]))):
         ok = finished(runs[(v, d)])
-        series = [{e['iter']: e['val_loss'] for e in s['_log'] if e.get('kind') == 'eval' and 'val_loss' in e}
-                  for s in ok]
+        series = [eval_series(s, 'val_loss') for s in ok]
         if ok and all(series):
             curves[(v, d)] = series
     iters = sorted(set.intersection(*(set(x) for series in curves.values() for x in series))) if curves else []
@@ -489,7 +488,7 @@ def measures_summary(runs, name, metrics, pairs, claim):
             rows.append(f'| {d} | {NAMES.get(v, v)} | {len(files[(v, d)])} | '
                         + ' | '.join(mean_std(list(value((v, d), read).values()), fmt) for _, read, fmt in metrics)
                         + ' |')
-    same = []  # (depth, A, B, measure) where every run of both has the same value: nothing to compare
+    same = []  # measures where every run of both models has the same value: nothing to compare
     for d in sorted({d for _, d in files}, key=depth_key):
         for a, b in pairs:
             for col, read, _ in metrics:
@@ -514,24 +513,21 @@ def measures_summary(runs, name, metrics, pairs, claim):
 
 
 def needle_table(summaries):
-    """A row per run whose folder has needle_eval.json: accuracy by needle count, answer and noise attention."""
+    """A row per run whose folder has needle_eval.json, in needle_metrics' columns; '' where runs' grids differ."""
     lines, head = [], None
     for s in summaries:
         f = run_file(s, 'needle_eval.json')
         if f is None:
             continue
-        ns = sorted(f['by_needles'], key=int)
-        cols = [f"{f['by_needles'][n]['accuracy']:.3f}" for n in ns] + [
-            f"{statistics.mean(f['by_needles'][n][k] for n in ns):.3f}" for k in ('answer_attention',
-                                                                                 'noise_attention')]
-        row_head = '| run | ' + ' | '.join(f'acc N={n}' for n in ns) + ' | answer attn | noise attn |'
+        metrics = needle_metrics([f])
+        row_head = '| run | ' + ' | '.join(m[0] for m in metrics) + ' |'
         if head not in (None, row_head):
             return ''  # different needle grids: no common table
         head = row_head
-        lines.append(f"| {s['_name']} | " + ' | '.join(cols) + ' |')
+        lines.append(f"| {s['_name']} | " + ' | '.join(fmt.format(read(f)) for _, read, fmt in metrics) + ' |')
     if not lines:
         return ''
-    return '\n'.join([head, '|---' * (3 + head.count('acc N=')) + '|'] + lines)
+    return '\n'.join([head, '|---' * (1 + len(metrics)) + '|'] + lines)
 
 
 def runs_table(ok):
@@ -545,12 +541,15 @@ def runs_table(ok):
 
 # ----------------------------------------------------------------------------- plots
 
+def eval_series(s, key):
+    """{iter: value} of `key` on a run's eval lines."""
+    return {e['iter']: e[key] for e in s['_log'] if e.get('kind') == 'eval' and e.get(key) is not None}
+
+
 def eval_curve(group, key):
     """(iters, mean, min, max) over a group's runs of the eval lines' `key`, at the iterations every run has;
     None where no run logged it."""
-    series = [{e['iter']: e[key] for e in s['_log'] if e.get('kind') == 'eval' and e.get(key) is not None}
-              for s in group]
-    series = [x for x in series if x]
+    series = [x for x in (eval_series(s, key) for s in group) if x]
     iters = sorted(set.intersection(*map(set, series))) if series else []
     if not iters:
         return None

@@ -140,7 +140,7 @@ def main(argv=None):
     write('train_mask.bin', train_m)
     write('val.bin', val_t)
     write('val_mask.bin', val_m)
-    vocab_size = 1 + args.n_keys + args.n_values + args.n_filler + (args.n_keys * args.n_values if args.fused else 0)
+    vocab_size = 1 + sum(map(len, vocab(args.n_keys, args.n_values, args.n_filler, args.fused)))  # SEP and the rest
     meta = dict(vocab_size=vocab_size, record_len=args.block_size + 1,
                 tokenizer='needle', **{k: v for k, v in vars(args).items() if k not in ('n_train', 'n_val')})
     with open(os.path.join(HERE, 'meta.json.tmp'), 'w') as f:
