@@ -18,7 +18,8 @@ embeddings). With default flags the model *is* nanoGPT's. The flags swap in:
 They compose; GPTConfig.__post_init__ rejects combinations that mean nothing.
 The fast path runs every softmax-family variant through
 F.scaled_dot_product_attention (on CPU, training with dropout, through the same
-math written out, with cheaper dropout masks); a naive path that builds the
+math written out and blocked like a flash kernel, _Attend, with cheaper dropout
+masks); a naive path that builds the
 T x T weights (used by cosine attention, by attention_maps() and by the tests)
 sits next to it. check_causal() is a black-box test that a causal model's
 logits do not depend on later tokens, for train.py to run before training.
@@ -140,15 +141,21 @@ class Dropout(nn.Module):
             return x
         if x.device.type != 'cpu':
             return F.dropout(x, self.p, training=True)
+        drop, scale = self.cpu_mask(x.shape, x.device)
+        return _ScaleMasked.apply(x, drop, scale)
+
+    def cpu_mask(self, shape, device):
+        """(drop, scale): a bool mask of `shape`, True where an element is dropped, and 1 / (1 - p)."""
+        numel = math.prod(shape)
         n_drop = min(round(self.p * 65536), 65535)  # drop where the 16 bits, read as 0..65535, fall below n_drop
         if torch.compiler.is_compiling():
             # Dynamo cannot trace random_ (a graph break at every dropout) but traces randint; Inductor computes
             # high - low in int64, so 32-bit draws (two masks each) rather than 64-bit ones, which would overflow
-            bits = torch.randint(-2 ** 31, 2 ** 31, (-(-x.numel() // 2),), dtype=torch.int32, device=x.device)
+            bits = torch.randint(-2 ** 31, 2 ** 31, (-(-numel // 2),), dtype=torch.int32, device=device)
         else:
-            bits = torch.empty(-(-x.numel() // 4), dtype=torch.int64, device=x.device).random_(-2 ** 63, None)
-        drop = bits.view(torch.int16)[:x.numel()].view(x.shape) < n_drop - 32768
-        return _ScaleMasked.apply(x, drop, 65536 / (65536 - n_drop))
+            bits = torch.empty(-(-numel // 4), dtype=torch.int64, device=device).random_(-2 ** 63, None)
+        drop = bits.view(torch.int16)[:numel].view(shape) < n_drop - 32768
+        return drop, 65536 / (65536 - n_drop)
 
     def extra_repr(self):
         return f"p={self.p}"
@@ -167,6 +174,69 @@ class _ScaleMasked(torch.autograd.Function):
     def backward(ctx, grad):
         drop, = ctx.saved_tensors
         return (grad * ctx.scale).masked_fill_(drop, 0.0), None, None
+
+
+class _Attend(torch.autograd.Function):
+    """y = dropout(softmax(q k^T * scale + bias)) v for q (N, Tq, d), k (N, Tk, d), v (N, Tk, dv), in torch ops and
+    blocked like a flash kernel: a block is up to `rows` query rows of as many maps as make about `weights` weights,
+    so that it stays in cache, and under a causal mask (top-left, as SDPA's) rows j..e-1 see only keys 0..e-1. The
+    backward recomputes each block's weights rather than keeping all N x Tq x Tk of them; only the dropout masks,
+    one byte per weight, are kept. This is SDPA's math path on CPU (the one it takes with dropout), made faster and
+    leaner by the blocking, and it needs no zero padding for diff's q, k of d channels against a v of 2d."""
+    rows, weights = 64, 2 ** 17
+
+    @staticmethod
+    def blocks(N, Tq, Tk, causal):
+        """(maps, rows, keys) slices of each block."""
+        if torch.compiler.is_compiling():  # one block: Inductor fuses and tiles the written-out math itself
+            yield slice(0, N), slice(0, Tq), slice(0, Tk)
+            return
+        rows = min(Tq, _Attend.rows)
+        maps = max(1, _Attend.weights // (rows * Tk))
+        for i in range(0, N, maps):
+            for j in range(0, Tq, rows):
+                e = min(j + rows, Tq)
+                yield slice(i, i + maps), slice(j, e), slice(0, min(e, Tk) if causal else Tk)
+
+    @staticmethod
+    def forward(ctx, q, k, v, bias, causal, scale, dropout):
+        y = torch.empty(*q.shape[:-1], v.size(-1), dtype=q.dtype, device=q.device)
+        drops = None if dropout is None else torch.zeros(*q.shape[:-1], k.size(1), dtype=torch.bool, device=q.device)
+        drop_scale = 1.0
+        for m, r, c in _Attend.blocks(q.size(0), q.size(1), k.size(1), causal):
+            p = torch.softmax(torch.baddbmm(bias[r, c], q[m, r], k[m, c].transpose(1, 2), alpha=scale), dim=-1)
+            if dropout is not None:
+                drop, drop_scale = dropout.cpu_mask(p.shape, p.device)
+                drops[m, r, c] = drop
+                p.masked_fill_(drop, 0.0)
+            torch.bmm(p, v[m, c], out=y[m, r])
+        y.mul_(drop_scale)  # dropout's 1 / (1 - p), on the (N, Tq, dv) output rather than on the weights
+        ctx.save_for_backward(q, k, v, bias, y, drops)
+        ctx.causal, ctx.scale, ctx.drop_scale = causal, scale, drop_scale
+        return y
+
+    @staticmethod
+    def backward(ctx, gy):
+        # P the weights, M the kept mask, s = 1 / (1 - p), so Y = s (P * M) V: dV = (P * M)^T (s dY), dP = (s dY V^T) * M,
+        # softmax's backward dS = P * (dP - rowsum(dP * P)) with rowsum(dP * P) = rowsum(dY * Y), dQ = scale dS K and
+        # dK = scale dS^T Q
+        q, k, v, bias, y, drops = ctx.saved_tensors
+        with torch.autocast(q.device.type, enabled=False):
+            gy = gy.to(y.dtype)
+            delta = (gy * y).sum(-1, keepdim=True)
+            gy = gy * ctx.drop_scale
+            dq, dk, dv = torch.empty_like(q), torch.zeros_like(k), torch.zeros_like(v)
+            for m, r, c in _Attend.blocks(q.size(0), q.size(1), k.size(1), ctx.causal):
+                p = torch.softmax(torch.baddbmm(bias[r, c], q[m, r], k[m, c].transpose(1, 2), alpha=ctx.scale), -1)
+                dp = torch.bmm(gy[m, r], v[m, c].transpose(1, 2))
+                kept = p if drops is None else p.masked_fill(drops[m, r, c], 0.0)
+                if drops is not None:
+                    dp.masked_fill_(drops[m, r, c], 0.0)
+                dv[m, c].baddbmm_(kept.transpose(1, 2), gy[m, r])
+                ds = p.mul_(dp.sub_(delta[m, r]))
+                torch.bmm(ds, k[m, c], out=dq[m, r])
+                dk[m, c].baddbmm_(ds.transpose(1, 2), q[m, r])
+            return dq.mul_(ctx.scale), dk.mul_(ctx.scale), dv, None, None, None, None
 
 
 def make_norm(config, dim):
@@ -276,8 +346,8 @@ class SelfAttention(nn.Module):
         return q1, q2, k[:, 0::2], k[:, 1::2]
 
     def sdpa(self, q, k, v):
-        """softmax(q k^T / sqrt(hd)) v through the fused kernel (when training with dropout on CPU, through its math
-        written out), with softmax-1, mask_self and unequal value size handled."""
+        """softmax(q k^T / sqrt(hd)) v through the fused kernel (when training with dropout on CPU, through _Attend),
+        with softmax-1, mask_self and unequal value size handled."""
         T = q.size(2)
         if not self.mask_self or T == 1:  # T = 1: the only key is the query's own, and it keeps it
             return self._sdpa(q, k, v)
@@ -305,19 +375,19 @@ class SelfAttention(nn.Module):
             keep = torch.arange(Tk, device=q.device) != torch.arange(Tq, device=q.device)[:, None] + (Tk - Tq)
         if self.training and self.dropout > 0 and q.device.type == 'cpu':
             # With dropout_p > 0 SDPA leaves its fused CPU kernel for a math path that draws a random double per
-            # weight. This is that math path, top-left causal mask included, with the cheaper masks of Dropout;
-            # like SDPA's, it computes in at least fp32 (autocast would run the matmuls and softmax in bf16).
+            # weight and keeps every weight for the backward. _Attend is that math path blocked, with the cheaper
+            # masks of Dropout; like SDPA's, it computes in at least fp32 (autocast would run it in bf16).
             if k.size(1) != q.size(1):  # GQA: query head h uses kv head h // n_rep
                 k, v = (t.repeat_interleave(q.size(1) // k.size(1), dim=1) for t in (k, v))
             dtype = v.dtype
             with torch.autocast('cpu', enabled=False):
                 q, k, v = upcast(q), upcast(k), upcast(v)
-                # the causal mask as an additive bias of the matmul: nothing to do for it in the backward
+                # the masks as an additive bias: causal (aligned top-left, as SDPA's) and keep
                 bias = torch.full((Tq, Tk), float('-inf') if causal else 0.0, dtype=q.dtype, device=q.device).triu(1)
                 if keep is not None:
                     bias = bias.masked_fill(~keep, float('-inf'))
-                s = torch.baddbmm(bias, q.flatten(0, 1), k.flatten(0, 1).transpose(1, 2), alpha=scale)
-                y = self.attn_dropout(torch.softmax(s, dim=-1)) @ v.flatten(0, 1)
+                drop = self.attn_dropout if self.attn_dropout.p > 0 else None
+                y = _Attend.apply(q.flatten(0, 1), k.flatten(0, 1), v.flatten(0, 1), bias, causal, scale, drop)
             y = y.view(*q.shape[:-1], v.size(-1)).to(dtype)
         else:
             if q.size(-1) != v.size(-1):

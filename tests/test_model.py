@@ -1373,6 +1373,64 @@ def test_cpu_dropout_math_path_equals_sdpa(kw, monkeypatch):
         close(got, w, atol=1e-10, rtol=1e-10)
 
 
+def attend_inputs(causal, N=5, Tq=10, d=4, dv=6, seed=0):
+    """fp64 q, k, v for _Attend and its additive mask: causal (top-left) or, without it, a zero key in front (as
+    softmax-1 adds) and query i not seeing key i + 1 (mask_self's diagonal behind it), so Tk = Tq + 1."""
+    g = torch.Generator().manual_seed(seed)
+    Tk = Tq if causal else Tq + 1
+    q, k = (torch.randn(N, T_, d, generator=g, dtype=torch.float64, requires_grad=True) for T_ in (Tq, Tk))
+    v = torch.randn(N, Tk, dv, generator=g, dtype=torch.float64, requires_grad=True)
+    bias = torch.zeros(Tq, Tk, dtype=torch.float64)
+    if causal:
+        bias = bias.masked_fill(torch.ones(Tq, Tk, dtype=torch.bool).triu(1), float('-inf'))
+    else:
+        bias[torch.arange(Tq), torch.arange(Tq) + 1] = float('-inf')
+    return q, k, v, bias
+
+
+@pytest.mark.parametrize('causal', [True, False])
+@pytest.mark.parametrize('rows,weights', [(64, 2 ** 17), (4, 88), (3, 1)],
+                         ids=['one block', '4 rows x 2 maps', '3 rows x 1 map'])
+def test_attend_in_blocks_equals_the_formula(causal, rows, weights, monkeypatch):
+    """_Attend, in one block or in many (partial last blocks of rows and of maps, causal blocks seeing only the keys
+    up to their last row), equals softmax(q k^T * scale + bias) v written out, forward and backward, in fp64."""
+    monkeypatch.setattr(M._Attend, 'rows', rows)
+    monkeypatch.setattr(M._Attend, 'weights', weights)
+    q, k, v, bias = attend_inputs(causal)
+    gy = torch.randn(q.size(0), q.size(1), v.size(-1), dtype=torch.float64)
+    cover = torch.zeros(q.size(0), q.size(1), dtype=torch.int64)  # blocks partition the (map, row) pairs
+    for m, r, _ in M._Attend.blocks(q.size(0), q.size(1), k.size(1), causal):
+        cover[m, r] += 1
+    assert (cover == 1).all() and (rows == 64) == (len(list(M._Attend.blocks(5, 10, 11, causal))) == 1)
+
+    def grads(y):
+        q.grad = k.grad = v.grad = None
+        y.backward(gy)
+        return y.detach(), q.grad.clone(), k.grad.clone(), v.grad.clone()
+
+    want = grads(torch.softmax(q @ k.transpose(1, 2) * 0.7 + bias, dim=-1) @ v)
+    for got, w in zip(grads(M._Attend.apply(q, k, v, bias, causal, 0.7, None)), want):
+        close(got, w, atol=1e-12, rtol=1e-12)
+
+
+@pytest.mark.parametrize('causal', [True, False])
+def test_attend_with_dropout_backward_uses_the_forwards_masks(causal, monkeypatch):
+    """gradcheck of _Attend with dropout 0.3, in blocks, the RNG seeded before every call so that each call draws the
+    same masks: the analytic backward (the masks kept by the forward) agrees with finite differences of the forward.
+    The dropout is real: the output differs from the one without it."""
+    monkeypatch.setattr(M._Attend, 'rows', 3)
+    monkeypatch.setattr(M._Attend, 'weights', 20)
+    q, k, v, bias = attend_inputs(causal, N=3, Tq=7, d=3, dv=4)
+    drop = M.Dropout(0.3).train()
+
+    def f(q, k, v):
+        torch.manual_seed(0)
+        return M._Attend.apply(q, k, v, bias, causal, 0.5, drop)
+
+    assert dmax(f(q, k, v), M._Attend.apply(q, k, v, bias, causal, 0.5, None)) > TEETH
+    assert torch.autograd.gradcheck(f, (q, k, v))
+
+
 @pytest.mark.parametrize('kw', [dict(attn='softmax'), dict(attn='diff', softmax1=True, n_kv_head=2)], ids=gid)
 def test_cpu_dropout_math_path_keeps_fp32_under_bf16_autocast(kw):
     """Under CPU bf16 autocast SDPA computes attention in fp32 from the bf16 q, k, v; so must the math path
