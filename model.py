@@ -217,9 +217,10 @@ class _Attend(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, gy):
-        # P the weights, M the kept mask, s = 1 / (1 - p), so Y = s (P * M) V: dV = (P * M)^T (s dY), dP = (s dY V^T) * M,
-        # softmax's backward dS = P * (dP - rowsum(dP * P)) with rowsum(dP * P) = rowsum(dY * Y), dQ = scale dS K and
-        # dK = scale dS^T Q
+        # P the weights, M the kept mask, s = 1 / (1 - p), so Y = s (P * M) V:
+        #   dV = (P * M)^T (s dY),  dP = (s dY V^T) * M,
+        #   dS = P * (dP - rowsum(dP * P)), softmax's backward, where rowsum(dP * P) = rowsum(dY * Y),
+        #   dQ = scale dS K,  dK = scale dS^T Q
         q, k, v, bias, y, drops = ctx.saved_tensors
         with torch.autocast(q.device.type, enabled=False):
             gy = gy.to(y.dtype)
