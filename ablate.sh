@@ -6,6 +6,7 @@
 #   PROFILE=cpu_long SEEDS="1 2 3" ./ablate.sh    # 500 steps at lr 1e-3, 3L: where the variants separate on a CPU
 #   CAUSAL=0 PROFILE=cpu_long ./ablate.sh         # the same runs without the causal mask, in a sweep of their own
 #   SEEDS="1 2 3" NPROC=4 ./ablate.sh             # three seeds, each run on 4 GPUs with torchrun
+#   SEEDS="1 2 3" JOBS=8 ./ablate.sh              # eight runs at a time on one GPU
 #   VARIANTS="nanogpt diff" DEPTHS=6L ./ablate.sh --dropout=0.1    # extra --key=value go to every run
 #
 # Environment:
@@ -20,6 +21,7 @@
 #   SWEEP     folder under RUNS_DIR           (default shakespeare_$PROFILE, + _noncausal with CAUSAL=0)
 #   RUNS_DIR  where sweeps live               (default runs)
 #   NPROC     processes per run (torchrun)    (default 1: plain python)
+#   JOBS      runs at once on the machine     (default 1; e.g. 8 for 3-8 layer models on one large GPU)
 #   PYTHON    interpreter                     (default python)
 # Each run is configs/<variant>_<depth>.py in runs/<sweep>/<variant>_<depth>_s<seed>/, its console output in
 # train.log there. A run with summary.json is skipped; one with ckpt.pt is resumed; a failed run is reported,
@@ -32,6 +34,8 @@ cd "$(dirname "$0")"
 PROFILE=${PROFILE:-full}
 PYTHON=${PYTHON:-python}
 NPROC=${NPROC:-1}
+JOBS=${JOBS:-1}
+case "$JOBS" in ''|*[!0-9]*|0) echo "ablate.sh: JOBS=$JOBS must be a whole number of runs at once, 1 or more" >&2; exit 2 ;; esac
 SEEDS=${SEEDS:-1337}
 VARIANTS=${VARIANTS:-"nanogpt diff sym diff_sym norm_sym gated softmax1 diff_gated"}
 case "${ARCH:-nanogpt}" in
@@ -63,38 +67,53 @@ mkdir -p "$ROOT"
 
 if [ "$NPROC" -gt 1 ]; then LAUNCH=(torchrun --standalone --nproc_per_node="$NPROC"); else LAUNCH=("$PYTHON"); fi
 
-# Ctrl-C: train.py saves a checkpoint of the run in progress; the sweep stops, and a re-launch resumes it
-trap 'echo "ablate.sh: interrupted; re-launch the same command to continue"; exit 130' INT TERM
-failed=0; done_=0; skipped=0
+run_one() {  # cfg dir seed [extra args]: one run, its exit status in a FAILED file if it fails
+  local cfg=$1 dir=$2 seed=$3 resume=() t0 rc; shift 3
+  rm -f "$dir/FAILED"
+  [ -f "$dir/ckpt.pt" ] && resume=(--init_from=resume)
+  echo "run    $dir ${resume[*]}"
+  t0=$(date +%s)
+  "${LAUNCH[@]}" train.py "$cfg" "${SCHEDULE[@]}" --seed="$seed" --out_dir="$dir" "${resume[@]}" "$@" \
+    >>"$dir/train.log" 2>&1 </dev/null
+  rc=$?
+  if [ $rc -ne 0 ]; then
+    echo "$rc" > "$dir/FAILED"
+    echo "FAILED $dir (exit $rc): tail of $dir/train.log:"; tail -n 5 "$dir/train.log" | sed 's/^/         /'
+  else
+    echo "done   $dir in $(( $(date +%s) - t0 ))s"
+  fi
+  return $rc
+}
+
+# Ctrl-C or SIGTERM: train.py saves a checkpoint of each run in progress (the TERM is passed on to runs in the
+# background); the sweep stops, and a re-launch resumes them
+trap 'trap "" INT TERM; for p in $(jobs -p); do pkill -TERM -P "$p"; done; wait
+      echo "ablate.sh: interrupted; re-launch the same command to continue"; exit 130' INT TERM
+skipped=0; launched=()
 start=$(date +%s)
-for depth in $DEPTHS; do
-  for variant in $VARIANTS; do
-    cfg=configs/${variant}_${depth}.py
-    [ -f "$cfg" ] || continue
-    for seed in $SEEDS; do
+for seed in $SEEDS; do  # seed by seed: a sweep stopped half-way leaves whole tables for its first seeds
+  for depth in $DEPTHS; do
+    for variant in $VARIANTS; do
+      cfg=configs/${variant}_${depth}.py
+      [ -f "$cfg" ] || continue
       dir=$ROOT/${variant}_${depth}_s${seed}
       if [ -f "$dir/summary.json" ]; then
         echo "skip   $dir (finished)"; skipped=$((skipped + 1)); continue
       fi
-      mkdir -p "$dir"
-      rm -f "$dir/FAILED"
-      resume=()
-      [ -f "$dir/ckpt.pt" ] && resume=(--init_from=resume)
-      echo "run    $dir ${resume[*]}"
-      t0=$(date +%s)
-      "${LAUNCH[@]}" train.py "$cfg" "${SCHEDULE[@]}" --seed="$seed" --out_dir="$dir" "${resume[@]}" "$@" \
-        >>"$dir/train.log" 2>&1 </dev/null
-      rc=$?
-      if [ $rc -ne 0 ]; then
-        echo "$rc" > "$dir/FAILED"
-        echo "FAILED $dir (exit $rc): tail of $dir/train.log:"; tail -n 5 "$dir/train.log" | sed 's/^/         /'
-        failed=$((failed + 1))
+      mkdir -p "$dir"; launched+=("$dir")
+      if [ "$JOBS" -gt 1 ]; then
+        # JOBS runs at once: a small model leaves most of a GPU idle between its kernel launches
+        while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n; done
+        ( trap '' INT TERM; run_one "$cfg" "$dir" "$seed" "$@" ) &  # TERM reaches train.py through the trap above
       else
-        echo "done   $dir in $(( $(date +%s) - t0 ))s"; done_=$((done_ + 1))
+        run_one "$cfg" "$dir" "$seed" "$@"
       fi
     done
   done
 done
+wait
+failed=0; for dir in "${launched[@]}"; do [ -f "$dir/FAILED" ] && failed=$((failed + 1)); done
+done_=$(( ${#launched[@]} - failed ))
 echo "sweep $ROOT: $done_ run, $skipped skipped, $failed failed, $(( $(date +%s) - start ))s"
 "$PYTHON" report.py "$ROOT"
 report_rc=$?

@@ -1,8 +1,10 @@
 """ablate.sh end to end on a tiny profile, and report.py on hand-written summaries."""
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -62,6 +64,38 @@ def test_ablate_exits_nonzero_when_runs_failed_after_writing_the_report(tmp_path
     for name in ('nanogpt_3L_s1337', 'diff_sym_3L_s1337'):
         assert (root / name / 'FAILED').read_text().strip() == '1'
     assert 'FAILED' in (root / 'results.md').read_text()  # the report was written, and shows the failures
+
+
+def test_ablate_jobs_runs_in_parallel_the_same_runs(tmp_path):
+    one = sweep(tmp_path / 'one', VARIANTS='nanogpt diff_sym', DEPTHS='3L', SEEDS='1 2')
+    par = sweep(tmp_path / 'par', VARIANTS='nanogpt diff_sym', DEPTHS='3L', SEEDS='1 2', JOBS='3')
+    assert one.count('done   ') == par.count('done   ') == 4 and 'run, 0 skipped, 0 failed' in par
+    for name in ('nanogpt_3L_s1', 'nanogpt_3L_s2', 'diff_sym_3L_s1', 'diff_sym_3L_s2'):
+        a, b = (json.load(open(tmp_path / d / 't' / name / 'summary.json')) for d in ('one', 'par'))
+        a['config'].pop('out_dir'), b['config'].pop('out_dir')
+        assert a['config'] == b['config'] and a['final_val_loss'] == b['final_val_loss']  # same batches, same arithmetic
+    out = sweep(tmp_path / 'bad', '--dropout=high', rc=1, VARIANTS='nanogpt diff_sym', DEPTHS='3L', JOBS='2')
+    assert sum(l.startswith('FAILED ') for l in out.splitlines()) == 2 and 'ablate.sh: 2 run(s) failed' in out
+    sweep(tmp_path / 'x', rc=2, JOBS='two')
+
+
+def test_ablate_jobs_sigterm_saves_every_run_in_progress(tmp_path):
+    env = dict(os.environ, PROFILE='cpu', VARIANTS='nanogpt', DEPTHS='3L', SEEDS='1 2', SWEEP='t', JOBS='2',
+               RUNS_DIR=str(tmp_path), PYTHON=sys.executable)
+    args = [a for a in TINY if not a.startswith(('--max_iters', '--lr_decay_iters', '--eval_interval'))]
+    p = subprocess.Popen(['bash', os.path.join(ROOT, 'ablate.sh'), *args, '--max_iters=100000',
+                          '--lr_decay_iters=100000', '--eval_interval=1000'], env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True)
+    logs = [tmp_path / 't' / f'nanogpt_3L_s{s}' / 'log.jsonl' for s in (1, 2)]
+    deadline = time.time() + 300
+    while not all(l.exists() and l.stat().st_size > 0 for l in logs) and time.time() < deadline:
+        time.sleep(0.5)
+    p.send_signal(signal.SIGTERM)  # to the sweep alone, as a scheduler would: it passes the TERM to both runs
+    out = p.communicate(timeout=300)[0]
+    assert p.returncode == 130 and 'interrupted' in out, out
+    for l in logs:
+        assert (l.parent / 'ckpt.pt').exists() and not (l.parent / 'summary.json').exists()
+        assert (l.parent / 'FAILED').read_text().strip() == '130'  # stopped, not finished: a re-launch resumes
 
 
 def _summary(d, train, val, lambdas=None):
