@@ -11,7 +11,10 @@ are drawn (a seed the training and validation sets do not use). Accuracy: the ar
 query equals its needle's value. Attention, at the first query position (the token whose next-token prediction
 is the answer), from GPT.attention_maps, averaged over heads, layers and records:
   answer: the weight on the queried needle's token(s): the fused pair token, or its key and value tokens;
-  noise:  the weight on every other haystack token (filler and the other needles).
+  noise:  the weight on every other haystack token (filler and the other needles);
+  answer share: sum_answer |w| / sum_haystack |w|, the answer's share of the row's absolute weight on the
+          haystack. For a softmax row it is answer / (answer + noise); a Diff row (A1 - lambda A2) has signed
+          weights, whose plain sums cancel, so this is the one of the three that means the same for both.
 Each run folder's checkpoint is --ckpt_name: ckpt.pt (the last state, the default) or best.pt (the weights of the
 best val loss). Writes needle_eval.json in each run folder; with matplotlib, needle_attention.png (one record's
 attention of the first query, per layer, over positions).
@@ -38,13 +41,16 @@ def default_needles(max_needles):
 
 
 def attention_split(w, needle_pos, queried, query_pos, haystack_len, needle_width=2):
-    """w (H, T, T) one record's weights in one layer -> (answer weight, noise weight) for the first query,
-    averaged over heads. The answer needle is needle_width tokens (2: key, value; 1: a fused pair)."""
+    """w (H, T, T) one record's weights in one layer -> (answer weight, noise weight, answer share) for the
+    first query, averaged over heads. The answer needle is needle_width tokens (2: key, value; 1: a fused pair).
+    answer share = sum_answer |w| / sum_haystack |w| (0 for a head with no weight on the haystack)."""
     row = w[:, query_pos[0], :]                    # (H, T): what the first query attends to
     p = int(needle_pos[queried[0]])
     answer = row[:, p:p + needle_width].sum(-1)
     hay = row[:, :haystack_len].sum(-1)
-    return answer.mean().item(), (hay - answer).mean().item()
+    absolute = row[:, :haystack_len].abs()
+    share = absolute[:, p:p + needle_width].sum(-1) / absolute.sum(-1).clamp_min(1e-12)
+    return answer.mean().item(), (hay - answer).mean().item(), share.mean().item()
 
 
 @torch.no_grad()
@@ -59,16 +65,17 @@ def evaluate(model, meta, needles, depths, n_eval, seed, device='cpu'):
             x = torch.from_numpy(np.stack([r[0][:-1] for r in recs]).astype(np.int64)).to(device)
             logits, _ = model(x, x)  # targets make the model return logits at every position
             maps = model.attention_maps(x)
-            correct, ans, noise = [], [], []
+            correct, ans, noise, share = [], [], [], []
             for b, (tok, _, info) in enumerate(recs):
                 qp = info['query_pos'][0]
                 correct.append(int(logits[b, qp].argmax()) == int(tok[qp + 1]))
                 per_layer = [attention_split(m[b].float(), info['needle_pos'], info['queried'], info['query_pos'],
                                              info['haystack_len'], info['needle_width']) for m in maps]
-                ans.append(np.mean([a for a, _ in per_layer]))
-                noise.append(np.mean([z for _, z in per_layer]))
+                ans.append(np.mean([a for a, _, _ in per_layer]))
+                noise.append(np.mean([z for _, z, _ in per_layer]))
+                share.append(np.mean([r for _, _, r in per_layer]))
             grid[(n, depth)] = dict(accuracy=float(np.mean(correct)), answer_attention=float(np.mean(ans)),
-                                    noise_attention=float(np.mean(noise)))
+                                    noise_attention=float(np.mean(noise)), answer_share=float(np.mean(share)))
     return grid
 
 
@@ -125,7 +132,8 @@ def main():
                    device=device, dtype=dtype,
                    cells=[dict(needles=n, depth=d, **v) for (n, d), v in grid.items()],
                    by_needles={n: {k: float(np.mean([grid[(n, d)][k] for d in args.depths]))
-                                   for k in ('accuracy', 'answer_attention', 'noise_attention')} for n in needles})
+                                   for k in ('accuracy', 'answer_attention', 'noise_attention', 'answer_share')}
+                               for n in needles})
         write_json(os.path.join(out, 'needle_eval.json'), res)
         heatmap(model, meta, os.path.join(out, 'needle_attention.png'), args.seed, device)
         rows.append((os.path.basename(os.path.normpath(out)), res, grid))
@@ -136,13 +144,14 @@ def print_tables(rows, depths):
     """Accuracy and attention by needle count, then accuracy by depth at the largest count: a row per model."""
     needles = rows[0][1]['needles']
     print('Retrieval accuracy by number of needles (mean over depths):\n')
-    print('| model | ' + ' | '.join(f'N={n}' for n in needles) + ' | answer attn | noise attn |')
-    print('|---' * (len(needles) + 3) + '|')
+    print('| model | ' + ' | '.join(f'N={n}' for n in needles) + ' | answer attn | noise attn | answer share |')
+    print('|---' * (len(needles) + 4) + '|')
     for name, res, _ in rows:
         bn = res['by_needles']
         print(f'| {name} | ' + ' | '.join(f"{bn[n]['accuracy']:.2f}" for n in needles) +
               f" | {np.mean([bn[n]['answer_attention'] for n in needles]):.3f}"
-              f" | {np.mean([bn[n]['noise_attention'] for n in needles]):.3f} |")
+              f" | {np.mean([bn[n]['noise_attention'] for n in needles]):.3f}"
+              f" | {np.mean([bn[n]['answer_share'] for n in needles]):.3f} |")
     n = needles[-1]
     print(f'\nAccuracy by depth of the queried needle, N={n}:\n')
     print('| model | ' + ' | '.join(f'depth {d:g}' for d in depths) + ' |')

@@ -61,12 +61,16 @@ NEEDLE_PAIRS = [('nanogpt', v) for v in ('diff', 'sym', 'diff_sym', 'gated', 'so
 
 def needle_metrics(files):
     """needle_eval.json's measures: accuracy at each needle count the files share, then the first query's
-    attention on the answer needle and on the rest of the haystack (mean over needle counts)."""
+    attention on the answer needle, on the rest of the haystack, and the answer's share of the absolute weight
+    on the haystack (mean over needle counts)."""
     counts = sorted(set.intersection(*(set(f['by_needles']) for f in files)), key=int)
     mean = lambda f, k: statistics.mean(f['by_needles'][n][k] for n in counts)  # noqa: E731
-    return ([(f'acc N={n}', lambda f, n=n: f['by_needles'][n]['accuracy'], '{:.3f}') for n in counts]
-            + [('answer attn', lambda f: mean(f, 'answer_attention'), '{:.3f}'),
-               ('noise attn', lambda f: mean(f, 'noise_attention'), '{:.3f}')])
+    metrics = ([(f'acc N={n}', lambda f, n=n: f['by_needles'][n]['accuracy'], '{:.3f}') for n in counts]
+               + [('answer attn', lambda f: mean(f, 'answer_attention'), '{:.3f}'),
+                  ('noise attn', lambda f: mean(f, 'noise_attention'), '{:.3f}')])
+    if all('answer_share' in f['by_needles'][n] for f in files for n in counts):  # files from before it lack it
+        metrics.append(('answer share', lambda f: mean(f, 'answer_share'), '{:.3f}'))
+    return metrics
 
 
 CONFIGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'configs')

@@ -131,8 +131,16 @@ def test_attention_split_on_hand_built_maps():
     w[0, 9, 6], w[0, 9, 7] = 0.5, 0.25      # head 0: 0.75 on the answer needle (positions 6, 7)
     w[0, 9, 0], w[0, 9, 9] = 0.125, 0.125   # 0.125 on filler (noise), 0.125 on itself (not haystack)
     w[1, 9, 2] = 1.0                        # head 1: all on the other needle (noise)
-    ans, noise = needle_eval.attention_split(w, needle_pos, queried, query_pos, hay)
+    ans, noise, share = needle_eval.attention_split(w, needle_pos, queried, query_pos, hay)
     assert ans == pytest.approx((0.75 + 0.0) / 2) and noise == pytest.approx((0.125 + 1.0) / 2)
+    assert share == pytest.approx((0.75 / 0.875 + 0.0) / 2)  # a softmax row: answer / (answer + noise)
+    # a Diff row, A1 - lambda A2: signed weights. Plain sums cancel (answer 0.7, noise 0.0 here), the share does not
+    d = torch.zeros(1, T, T)
+    d[0, 9, 6], d[0, 9, 0], d[0, 9, 1], d[0, 9, 2] = 0.7, 0.2, -0.3, 0.1
+    ans, noise, share = needle_eval.attention_split(d, needle_pos, queried, query_pos, hay, needle_width=1)
+    assert ans == pytest.approx(0.7) and noise == pytest.approx(0.0, abs=1e-7)
+    assert share == pytest.approx(0.7 / (0.7 + 0.2 + 0.3 + 0.1))
+    assert needle_eval.attention_split(torch.zeros(1, T, T), needle_pos, queried, query_pos, hay)[2] == 0.0
 
 
 def test_train_and_eval_end_to_end(tmp_path):
@@ -151,7 +159,7 @@ def test_train_and_eval_end_to_end(tmp_path):
     res = json.load(open(out / 'needle_eval.json'))
     assert len(res['cells']) == 4
     for c in res['cells']:
-        assert 0 <= c['accuracy'] <= 1 and -1 <= c['answer_attention'] <= 1
+        assert 0 <= c['accuracy'] <= 1 and -1 <= c['answer_attention'] <= 1 and 0 <= c['answer_share'] <= 1
     assert '| o |' in p.stdout
     # default arguments: full precision, the numbers needle_eval.py always gave (fp32, no autocast)
     assert res['dtype'] == 'float32'

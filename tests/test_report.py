@@ -227,9 +227,13 @@ def test_diagnostics_summary_and_sink_comparisons(tmp_path):
     assert rows['kurtosis'][5] == '+0.0000 ± 0.0000' and rows['kurtosis'][9] == 'within noise'
 
 
-def write_needle_eval(root, name, acc, answer, noise):
-    """needle_eval.json as needle_eval.py writes it: by_needles keyed by the needle count (a string in JSON)."""
+def write_needle_eval(root, name, acc, answer, noise, share=None):
+    """needle_eval.json as needle_eval.py writes it: by_needles keyed by the needle count (a string in JSON);
+    without share, as it was written before the answer share existed."""
     by = {str(n): dict(accuracy=a, answer_attention=answer, noise_attention=noise) for n, a in acc.items()}
+    if share is not None:
+        for d in by.values():
+            d['answer_share'] = share
     with open(os.path.join(root, name, 'needle_eval.json'), 'w') as f:
         json.dump(dict(by_needles=by, cells=[]), f)
 
@@ -263,6 +267,15 @@ def test_retrieval_section_from_needle_eval(tmp_path):
     ret = section(report.render(str(tmp_path)), 'Retrieval')
     assert cells(next(l for l in ret.splitlines() if l.startswith('| diff_2L_s1 |'))) == [
         'diff_2L_s1', '1.000', '0.900', '0.300', '0.400']
+    # the answer share, once every file has it: a column and a paired comparison of its own
+    for s in (1, 2, 3):
+        write_needle_eval(tmp_path, f'nanogpt_2L_s{s}', {1: 1.0, 2: 0.9}, 0.3, 0.6, share=0.3)
+        write_needle_eval(tmp_path, f'diff_2L_s{s}', {1: 1.0, 2: 0.9}, 0.3, 0.4, share=0.3 + 0.1 * s)
+    ret = section(report.render(str(tmp_path)), 'Retrieval')
+    assert cells(next(l for l in ret.splitlines() if l.startswith('| diff_2L_s1 |'))) == [
+        'diff_2L_s1', '1.000', '0.900', '0.300', '0.400', '0.400']
+    row = next(cells(l) for l in ret.splitlines() if l.startswith('| answer share | 2L |'))
+    assert row[2:6] == ['nanogpt', 'gpt+Diff', '1, 2, 3', '+0.2000 ± 0.1000']
 
 
 def test_val_curve_table(tmp_path):
