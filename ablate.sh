@@ -101,13 +101,10 @@ for seed in $SEEDS; do  # seed by seed: a sweep stopped half-way leaves whole ta
         echo "skip   $dir (finished)"; skipped=$((skipped + 1)); continue
       fi
       mkdir -p "$dir"; launched+=("$dir")
-      if [ "$JOBS" -gt 1 ]; then
-        # JOBS runs at once: a small model leaves most of a GPU idle between its kernel launches
-        while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n; done
-        ( trap '' INT TERM; run_one "$cfg" "$dir" "$seed" "$@" ) &  # TERM reaches train.py through the trap above
-      else
-        run_one "$cfg" "$dir" "$seed" "$@"
-      fi
+      # JOBS runs at once (a small model leaves most of a GPU idle between its kernel launches). Each runs in the
+      # background, also for JOBS=1, so that a signal reaches the trap above while the sweep waits
+      while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n; done
+      ( trap '' INT TERM; run_one "$cfg" "$dir" "$seed" "$@" ) &
     done
   done
 done

@@ -6,6 +6,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 import report  # noqa: E402
@@ -79,18 +81,19 @@ def test_ablate_jobs_runs_in_parallel_the_same_runs(tmp_path):
     sweep(tmp_path / 'x', rc=2, JOBS='two')
 
 
-def test_ablate_jobs_sigterm_saves_every_run_in_progress(tmp_path):
-    env = dict(os.environ, PROFILE='cpu', VARIANTS='nanogpt', DEPTHS='3L', SEEDS='1 2', SWEEP='t', JOBS='2',
+@pytest.mark.parametrize('jobs,seeds', [('1', '1'), ('2', '1 2')])
+def test_ablate_sigterm_saves_every_run_in_progress(tmp_path, jobs, seeds):
+    env = dict(os.environ, PROFILE='cpu', VARIANTS='nanogpt', DEPTHS='3L', SEEDS=seeds, SWEEP='t', JOBS=jobs,
                RUNS_DIR=str(tmp_path), PYTHON=sys.executable)
     args = [a for a in TINY if not a.startswith(('--max_iters', '--lr_decay_iters', '--eval_interval'))]
     p = subprocess.Popen(['bash', os.path.join(ROOT, 'ablate.sh'), *args, '--max_iters=100000',
                           '--lr_decay_iters=100000', '--eval_interval=1000'], env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True)
-    logs = [tmp_path / 't' / f'nanogpt_3L_s{s}' / 'log.jsonl' for s in (1, 2)]
+    logs = [tmp_path / 't' / f'nanogpt_3L_s{s}' / 'log.jsonl' for s in seeds.split()]
     deadline = time.time() + 300
     while not all(l.exists() and l.stat().st_size > 0 for l in logs) and time.time() < deadline:
         time.sleep(0.5)
-    p.send_signal(signal.SIGTERM)  # to the sweep alone, as a scheduler would: it passes the TERM to both runs
+    p.send_signal(signal.SIGTERM)  # to the sweep alone, as a scheduler would: it passes the TERM to every run
     out = p.communicate(timeout=300)[0]
     assert p.returncode == 130 and 'interrupted' in out, out
     for l in logs:
