@@ -46,11 +46,10 @@ def attention_split(w, needle_pos, queried, query_pos, haystack_len, needle_widt
     answer share = sum_answer |w| / sum_haystack |w| (0 for a head with no weight on the haystack)."""
     row = w[:, query_pos[0], :]                    # (H, T): what the first query attends to
     p = int(needle_pos[queried[0]])
-    answer = row[:, p:p + needle_width].sum(-1)
-    hay = row[:, :haystack_len].sum(-1)
-    absolute = row[:, :haystack_len].abs()
-    share = absolute[:, p:p + needle_width].sum(-1) / absolute.sum(-1).clamp_min(1e-12)
-    return answer.mean().item(), (hay - answer).mean().item(), share.mean().item()
+    hay = row[:, :haystack_len]
+    answer = hay[:, p:p + needle_width].sum(-1)
+    share = hay[:, p:p + needle_width].abs().sum(-1) / hay.abs().sum(-1).clamp_min(1e-12)
+    return answer.mean().item(), (hay.sum(-1) - answer).mean().item(), share.mean().item()
 
 
 @torch.no_grad()
@@ -71,9 +70,8 @@ def evaluate(model, meta, needles, depths, n_eval, seed, device='cpu'):
                 correct.append(int(logits[b, qp].argmax()) == int(tok[qp + 1]))
                 per_layer = [attention_split(m[b].float(), info['needle_pos'], info['queried'], info['query_pos'],
                                              info['haystack_len'], info['needle_width']) for m in maps]
-                ans.append(np.mean([a for a, _, _ in per_layer]))
-                noise.append(np.mean([z for _, z, _ in per_layer]))
-                share.append(np.mean([r for _, _, r in per_layer]))
+                for out, value in zip((ans, noise, share), np.mean(per_layer, axis=0)):  # mean over layers
+                    out.append(value)
             grid[(n, depth)] = dict(accuracy=float(np.mean(correct)), answer_attention=float(np.mean(ans)),
                                     noise_attention=float(np.mean(noise)), answer_share=float(np.mean(share)))
     return grid
