@@ -40,6 +40,14 @@ def first_token_attention(w):
     return q[..., 0].mean().item(), q.mean(dim=(0, 2))
 
 
+def uniform_first_token(allowed):
+    """The first-token attention uniform weights over the keys each query may see would give: the reference for a
+    sink. allowed (T, T) bool, as Attention.allowed. Under the causal mask query t gives 1/(t+1) to token 0, so
+    early keys get more than 1/T even with no sink (0.020 at T = 256; without the mask 1/T)."""
+    a = allowed[1:].double()
+    return (a[:, 0] / a.sum(-1)).mean().item()
+
+
 def first_token_heads(per_head):
     """Fraction of heads whose most-attended key, weights averaged over queries, is position 0."""
     return (per_head.argmax(-1) == 0).float().mean().item()
@@ -138,6 +146,7 @@ def analyze(model, batches):
     for i, a in enumerate(acc):
         a['per_head'] = torch.stack(a['heads']).mean(0)  # (H, T) over all batches
         row = dict(layer=i + 1, first_token_attention=float(np.mean(a['first'])),
+                   first_token_uniform=uniform_first_token(blocks[i].attn.allowed(a['per_head'].size(-1), 'cpu')),
                    first_token_heads=first_token_heads(a['per_head']),
                    kurtosis_first=float(np.mean(a['kurt_first'])), kurtosis_rest=float(np.mean(a['kurt_rest'])),
                    max_activation=a['max_act'], logit_top1=a['logit_max'], logit_median=float(np.median(a['logits'])),
@@ -147,6 +156,7 @@ def analyze(model, batches):
                        gate_std_over_queries=float(np.mean(a['gate_qstd'])))
         layers.append(row)
     overall = dict(first_token_attention=float(np.mean([r['first_token_attention'] for r in layers])),
+                   first_token_uniform=float(np.mean([r['first_token_uniform'] for r in layers])),
                    first_token_heads=first_token_heads(torch.cat([a['per_head'] for a in acc])),
                    max_activation=max(r['max_activation'] for r in layers),
                    logit_top1=max(r['logit_top1'] for r in layers),
@@ -169,12 +179,14 @@ def quantization(model, batches):
 
 
 def markdown(res, name):
-    lines = [f'## {name}', '', '| layer | first-token attn | heads on token 0 | kurtosis (tok 0 / rest) | max abs act '
-             '| top-1 / median abs logit | erank attn / QK | gate mean / <0.1 / std(q) |', '|---' * 8 + '|']
+    lines = [f'## {name}', '', '| layer | first-token attn (uniform) | heads on token 0 | kurtosis (tok 0 / rest) '
+             '| max abs act | top-1 / median abs logit | erank attn / QK | gate mean / <0.1 / std(q) |',
+             '|---' * 8 + '|']
     for r in res['layers']:
         gate = (f"{r['gate_mean']:.2f} / {r['gate_below_0_1']:.2f} / {r['gate_std_over_queries']:.3f}"
                 if 'gate_mean' in r else '')
-        lines.append(f"| {r['layer']} | {r['first_token_attention']:.3f} | {r['first_token_heads']:.2f} | "
+        lines.append(f"| {r['layer']} | {r['first_token_attention']:.3f} ({r['first_token_uniform']:.3f}) | "
+                     f"{r['first_token_heads']:.2f} | "
                      f"{r['kurtosis_first']:.1f} / {r['kurtosis_rest']:.1f} | {r['max_activation']:.1f} | "
                      f"{r['logit_top1']:.1f} / {r['logit_median']:.2f} | {r['erank_attention']:.1f} / "
                      f"{r['erank_qk']:.1f} | {gate} |")

@@ -465,13 +465,15 @@ def diagnostics_table(summaries):
         if a is None:
             continue
         o, q = a['overall'], a['quantization']
-        lines.append(f"| {s['_name']} | {o['first_token_attention']:.3f} | "
-                     f"{o['first_token_heads']:.2f} | {o['kurtosis_rest']:.1f} | {o['max_activation']:.1f} | "
-                     f"{o['logit_top1']:.1f} | {q['loss_penalty_int8']:+.4f} | {q['loss_penalty_int4']:+.4f} |")
+        # beside what uniform weights would give (analysis.json files before session 6 lack it)
+        uniform = f" ({o['first_token_uniform']:.3f})" if 'first_token_uniform' in o else ''
+        lines.append(f"| {s['_name']} | {o['first_token_attention']:.3f}{uniform} | {o['first_token_heads']:.2f} | "
+                     f"{o['kurtosis_rest']:.1f} | {o['max_activation']:.1f} | {o['logit_top1']:.1f} | "
+                     f"{q['loss_penalty_int8']:+.4f} | {q['loss_penalty_int4']:+.4f} |")
     if not lines:
         return ''
-    return '\n'.join(['| run | first-token attn | heads on token 0 | kurtosis | max abs act | top-1 abs logit '
-                      '| int8 loss penalty | int4 loss penalty |', '|---|---|---|---|---|---|---|---|'] + lines)
+    return '\n'.join(['| run | first-token attn (uniform) | heads on token 0 | kurtosis | max abs act '
+                      '| top-1 abs logit | int8 loss penalty | int4 loss penalty |', '|---' * 8 + '|'] + lines)
 
 
 def measures_summary(runs, name, metrics, pairs, claim):

@@ -36,6 +36,39 @@ def test_first_token_metrics_on_forced_attention():
     assert mean == 0.0 and analyze.first_token_heads(per_head) == 0.0
 
 
+def test_uniform_first_token_reference_under_each_mask():
+    """The reference a sink is read against: what uniform weights over each query's allowed keys give token 0."""
+    T = 8
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    assert analyze.uniform_first_token(causal) == pytest.approx(sum(1 / (t + 1) for t in range(1, T)) / (T - 1))
+    assert analyze.uniform_first_token(torch.ones(T, T, dtype=torch.bool)) == pytest.approx(1 / T)
+    # causal without the diagonal (sym_noself): query t >= 1 sees keys 0..t-1
+    noself = causal & ~torch.eye(T, dtype=torch.bool)
+    assert analyze.uniform_first_token(noself) == pytest.approx(sum(1 / t for t in range(1, T)) / (T - 1))
+    # equal to first_token_attention of the uniform weights themselves
+    w = causal.float() / causal.sum(-1, keepdim=True)
+    assert analyze.first_token_attention(w[None, None])[0] == pytest.approx(analyze.uniform_first_token(causal))
+
+
+@pytest.mark.parametrize('causal,mask_self', [(True, False), (False, False), (True, True)])
+def test_uniform_attention_measures_at_its_reference(causal, mask_self):
+    """All keys equal: every query spreads its weight evenly over the keys it may see, so the measured first-token
+    attention equals the reference analyze.py writes beside it, under each mask."""
+    torch.manual_seed(0)
+    m = GPT(GPTConfig(block_size=16, vocab_size=11, n_layer=2, n_head=2, n_embd=16, bias=True, causal=causal,
+                      mask_self=mask_self)).eval()
+    with torch.no_grad():
+        for blk in m.transformer.h:
+            blk.attn.k_proj.weight.zero_()
+    x = torch.randint(0, 11, (2, 16))
+    res = analyze.analyze(m, [(x, x)])
+    for r in res['layers'] + [res['overall']]:
+        assert r['first_token_attention'] == pytest.approx(r['first_token_uniform'], rel=1e-4)
+    expected = {(True, False): sum(1 / (t + 1) for t in range(1, 16)) / 15, (False, False): 1 / 16,
+                (True, True): sum(1 / t for t in range(1, 16)) / 15}[causal, mask_self]
+    assert res['overall']['first_token_uniform'] == pytest.approx(expected)
+
+
 def test_first_token_attention_through_a_model_forced_onto_token_0():
     """Constant queries, and keys that are large only at position 0: every head attends to token 0."""
     torch.manual_seed(0)

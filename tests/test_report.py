@@ -227,6 +227,24 @@ def test_diagnostics_summary_and_sink_comparisons(tmp_path):
     assert rows['kurtosis'][5] == '+0.0000 ± 0.0000' and rows['kurtosis'][9] == 'within noise'
 
 
+def test_diagnostics_table_gives_the_uniform_reference_where_the_file_has_it(tmp_path):
+    """analyze.py writes first_token_uniform since session 6; the per-run table shows it beside the measure, and an
+    older analysis.json without it still renders."""
+    make_run(tmp_path, 'nanogpt_3L_s1', 1.5)
+    make_run(tmp_path, 'nanogpt_3L_s2', 1.5)
+    write_analysis(tmp_path, 'nanogpt_3L_s1', 0.015, 3.0, 0.02)
+    write_analysis(tmp_path, 'nanogpt_3L_s2', 0.012, 3.0, 0.02)
+    path = os.path.join(tmp_path, 'nanogpt_3L_s2', 'analysis.json')
+    with open(path) as f:
+        a = json.load(f)
+    a['overall']['first_token_uniform'] = 0.0201
+    with open(path, 'w') as f:
+        json.dump(a, f)
+    diag = section(report.render(str(tmp_path)), 'Diagnostics')
+    rows = {cells(l)[0]: cells(l) for l in diag.splitlines() if len(cells(l)) == 8 and cells(l)[0].startswith('nano')}
+    assert rows['nanogpt_3L_s1'][1] == '0.015' and rows['nanogpt_3L_s2'][1] == '0.012 (0.020)'
+
+
 def write_needle_eval(root, name, acc, answer, noise, share=None):
     """needle_eval.json as needle_eval.py writes it: by_needles keyed by the needle count (a string in JSON);
     without share, as it was written before the answer share existed."""
