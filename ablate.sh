@@ -22,6 +22,9 @@
 #   RUNS_DIR  where sweeps live               (default runs)
 #   NPROC     processes per run (torchrun)    (default 1: plain python)
 #   JOBS      runs at once on the machine     (default 1; e.g. 8 for 3-8 layer models on one large GPU)
+#   ANALYZE   0 | 1                           (default 0; 1 runs analyze.py on each finished run that has no
+#                                              analysis.json yet, also on runs finished earlier: the sink and
+#                                              outlier measures, without keeping or moving the checkpoints)
 #   PYTHON    interpreter                     (default python)
 # Each run is configs/<variant>_<depth>.py in runs/<sweep>/<variant>_<depth>_s<seed>/, its console output in
 # train.log there. A run with summary.json is skipped; one with ckpt.pt is resumed; a failed run is reported,
@@ -36,6 +39,8 @@ PYTHON=${PYTHON:-python}
 NPROC=${NPROC:-1}
 JOBS=${JOBS:-1}
 case "$JOBS" in ''|*[!0-9]*|0) echo "ablate.sh: JOBS=$JOBS must be a whole number of runs at once, 1 or more" >&2; exit 2 ;; esac
+ANALYZE=${ANALYZE:-0}
+case "$ANALYZE" in 0|1) ;; *) echo "ablate.sh: ANALYZE=$ANALYZE is not one of: 0 1" >&2; exit 2 ;; esac
 SEEDS=${SEEDS:-1337}
 VARIANTS=${VARIANTS:-"nanogpt diff sym diff_sym norm_sym gated softmax1 diff_gated"}
 case "${ARCH:-nanogpt}" in
@@ -79,8 +84,24 @@ run_one() {  # cfg dir seed [extra args]: one run, its exit status in a FAILED f
   if [ $rc -ne 0 ]; then
     echo "$rc" > "$dir/FAILED"
     echo "FAILED $dir (exit $rc): tail of $dir/train.log:"; tail -n 5 "$dir/train.log" | sed 's/^/         /'
+    return $rc
+  fi
+  echo "done   $dir in $(( $(date +%s) - t0 ))s"
+  [ "$ANALYZE" = 1 ] && [ -f "$dir/summary.json" ] && { analyze_one "$dir"; return; }  # not after a stop
+  return 0
+}
+
+analyze_one() {  # dir: analyze.py on the run's last checkpoint (ckpt.pt), its output in analyze.log
+  local dir=$1 rc
+  rm -f "$dir/FAILED"
+  "$PYTHON" analyze.py --out_dir="$dir" >"$dir/analyze.log" 2>&1 </dev/null
+  rc=$?
+  if [ $rc -ne 0 ]; then
+    echo "$rc" > "$dir/FAILED"
+    echo "FAILED $dir: analyze.py (exit $rc): tail of $dir/analyze.log:"
+    tail -n 3 "$dir/analyze.log" | sed 's/^/         /'
   else
-    echo "done   $dir in $(( $(date +%s) - t0 ))s"
+    echo "analyzed $dir"
   fi
   return $rc
 }
@@ -89,7 +110,7 @@ run_one() {  # cfg dir seed [extra args]: one run, its exit status in a FAILED f
 # background); the sweep stops, and a re-launch resumes them
 trap 'trap "" INT TERM; for p in $(jobs -p); do pkill -TERM -P "$p"; done; wait
       echo "ablate.sh: interrupted; re-launch the same command to continue"; exit 130' INT TERM
-skipped=0; launched=()
+skipped=0; launched=(); analyzed=()  # runs started, and finished runs analyzed now
 start=$(date +%s)
 for seed in $SEEDS; do  # seed by seed: a sweep stopped half-way leaves whole tables for its first seeds
   for depth in $DEPTHS; do
@@ -98,24 +119,29 @@ for seed in $SEEDS; do  # seed by seed: a sweep stopped half-way leaves whole ta
       [ -f "$cfg" ] || continue
       dir=$ROOT/${variant}_${depth}_s${seed}
       if [ -f "$dir/summary.json" ]; then
-        echo "skip   $dir (finished)"; skipped=$((skipped + 1)); continue
+        echo "skip   $dir (finished)"; skipped=$((skipped + 1))
+        [ "$ANALYZE" = 1 ] && [ ! -f "$dir/analysis.json" ] || continue
+        job=(analyze_one "$dir"); analyzed+=("$dir")
+      else
+        mkdir -p "$dir"; job=(run_one "$cfg" "$dir" "$seed" "$@"); launched+=("$dir")
       fi
-      mkdir -p "$dir"; launched+=("$dir")
       # JOBS runs at once (a small model leaves most of a GPU idle between its kernel launches). Each runs in the
       # background, also for JOBS=1, so that a signal reaches the trap above while the sweep waits
       while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n; done
-      ( trap '' INT TERM; run_one "$cfg" "$dir" "$seed" "$@" ) &
+      ( trap '' INT TERM; "${job[@]}" ) &
     done
   done
 done
 wait
 failed=0; for dir in "${launched[@]}"; do [ -f "$dir/FAILED" ] && failed=$((failed + 1)); done
 done_=$(( ${#launched[@]} - failed ))
-echo "sweep $ROOT: $done_ run, $skipped skipped, $failed failed, $(( $(date +%s) - start ))s"
+for dir in "${analyzed[@]}"; do [ -f "$dir/FAILED" ] && failed=$((failed + 1)); done
+[ "$ANALYZE" = 1 ] && skipped="$skipped skipped (${#analyzed[@]} of them analyzed now)" || skipped="$skipped skipped"
+echo "sweep $ROOT: $done_ run, $skipped, $failed failed, $(( $(date +%s) - start ))s"
 "$PYTHON" report.py "$ROOT"
 report_rc=$?
 if [ $failed -gt 0 ]; then
-  echo "ablate.sh: $failed run(s) failed (see FAILED above and their train.log); re-launch to retry them" >&2
+  echo "ablate.sh: $failed run(s) failed (FAILED above; train.log or analyze.log); re-launch to retry them" >&2
   exit 1
 fi
 exit $report_rc

@@ -81,6 +81,39 @@ def test_ablate_jobs_runs_in_parallel_the_same_runs(tmp_path):
     sweep(tmp_path / 'x', rc=2, JOBS='two')
 
 
+def test_ablate_analyze_runs_analyze_py_on_new_and_earlier_finished_runs(tmp_path):
+    root = tmp_path / 't'
+    kw = dict(VARIANTS='nanogpt softmax1', DEPTHS='3L', SEEDS='1 2')
+    sweep(tmp_path, **kw)  # without ANALYZE: no analysis
+    names = ['nanogpt_3L_s1', 'nanogpt_3L_s2', 'softmax1_3L_s1', 'softmax1_3L_s2']
+    assert not any((root / n / 'analysis.json').exists() for n in names)
+    # ANALYZE=1 on the finished sweep: every run analysed on its last checkpoint, none retrained
+    before = {n: (root / n / 'summary.json').read_text() for n in names}
+    out = sweep(tmp_path, ANALYZE='1', JOBS='2', **kw)
+    assert sum(l.startswith('analyzed ') for l in out.splitlines()) == 4
+    assert '0 run, 4 skipped (4 of them analyzed now), 0 failed' in out
+    for n in names:
+        a = json.load(open(root / n / 'analysis.json'))
+        assert a['iter'] == 2 and a['model_args']['softmax1'] == n.startswith('softmax1')
+        assert (root / n / 'summary.json').read_text() == before[n]
+    diag = (root / 'results.md').read_text().split('## Diagnostics')[1]
+    assert all(f'| {n} | ' in diag for n in names) and 'Softmax-1' in diag  # per run, and the paired comparison
+    # a re-launch analyses only what lacks analysis.json: a run trained now, and a finished run's lost file
+    os.remove(root / 'nanogpt_3L_s2' / 'analysis.json')
+    os.remove(root / 'softmax1_3L_s1' / 'summary.json')
+    out = sweep(tmp_path, '--max_iters=4', '--lr_decay_iters=4', ANALYZE='1', **kw)
+    assert sum(l.startswith('analyzed ') for l in out.splitlines()) == 2
+    assert 'done   ' in out and '1 run, 3 skipped (1 of them analyzed now)' in out
+    assert json.load(open(root / 'softmax1_3L_s1' / 'analysis.json'))['iter'] == 4  # the resumed run's end
+    # an analysis that fails is reported and marked, and the sweep exits 1; the run stays finished
+    os.remove(root / 'nanogpt_3L_s1' / 'analysis.json')
+    os.remove(root / 'nanogpt_3L_s1' / 'ckpt.pt')
+    out = sweep(tmp_path, rc=1, ANALYZE='1', **kw)
+    assert 'FAILED ' + str(root / 'nanogpt_3L_s1') + ': analyze.py' in out and 'ablate.sh: 1 run(s) failed' in out
+    assert (root / 'nanogpt_3L_s1' / 'FAILED').exists() and (root / 'nanogpt_3L_s1' / 'summary.json').exists()
+    sweep(tmp_path, rc=2, ANALYZE='yes')
+
+
 @pytest.mark.parametrize('jobs,seeds', [('1', '1'), ('2', '1 2')])
 def test_ablate_sigterm_saves_every_run_in_progress(tmp_path, jobs, seeds):
     env = dict(os.environ, PROFILE='cpu', VARIANTS='nanogpt', DEPTHS='3L', SEEDS=seeds, SWEEP='t', JOBS=jobs,
