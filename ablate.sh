@@ -23,8 +23,8 @@
 #   NPROC     processes per run (torchrun)    (default 1: plain python)
 #   JOBS      runs at once on the machine     (default 1; e.g. 8 for 3-8 layer models on one large GPU)
 #   ANALYZE   0 | 1                           (default 0; 1 runs analyze.py on each finished run that has no
-#                                              analysis.json yet, also on runs finished earlier: the sink and
-#                                              outlier measures, without keeping or moving the checkpoints)
+#                                              analysis.json yet and has its ckpt.pt, also on runs finished
+#                                              earlier: the sink and outlier measures, without moving checkpoints)
 #   PYTHON    interpreter                     (default python)
 # Each run is configs/<variant>_<depth>.py in runs/<sweep>/<variant>_<depth>_s<seed>/, its console output in
 # train.log there. A run with summary.json is skipped; one with ckpt.pt is resumed; a failed run is reported,
@@ -121,6 +121,8 @@ for seed in $SEEDS; do  # seed by seed: a sweep stopped half-way leaves whole ta
       if [ -f "$dir/summary.json" ]; then
         echo "skip   $dir (finished)"; skipped=$((skipped + 1))
         [ "$ANALYZE" = 1 ] && [ ! -f "$dir/analysis.json" ] || continue
+        # e.g. a committed run copied back without its checkpoint
+        [ -f "$dir/ckpt.pt" ] || { echo "         no ckpt.pt, so no analysis"; continue; }
         job=(analyze_one "$dir"); analyzed+=("$dir")
       else
         mkdir -p "$dir"; job=(run_one "$cfg" "$dir" "$seed" "$@"); launched+=("$dir")

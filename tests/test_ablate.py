@@ -105,12 +105,17 @@ def test_ablate_analyze_runs_analyze_py_on_new_and_earlier_finished_runs(tmp_pat
     assert sum(l.startswith('analyzed ') for l in out.splitlines()) == 2
     assert 'done   ' in out and '1 run, 3 skipped (1 of them analyzed now)' in out
     assert json.load(open(root / 'softmax1_3L_s1' / 'analysis.json'))['iter'] == 4  # the resumed run's end
-    # an analysis that fails is reported and marked, and the sweep exits 1; the run stays finished
+    # a finished run without its checkpoint (a committed run copied back) is left as it is
     os.remove(root / 'nanogpt_3L_s1' / 'analysis.json')
     os.remove(root / 'nanogpt_3L_s1' / 'ckpt.pt')
+    out = sweep(tmp_path, ANALYZE='1', **kw)
+    assert 'no ckpt.pt, so no analysis' in out and '0 run, 4 skipped (0 of them analyzed now), 0 failed' in out
+    # an analysis that fails is reported and marked, and the sweep exits 1; the run stays finished
+    (root / 'nanogpt_3L_s2' / 'ckpt.pt').write_text('not a checkpoint')
+    os.remove(root / 'nanogpt_3L_s2' / 'analysis.json')
     out = sweep(tmp_path, rc=1, ANALYZE='1', **kw)
-    assert 'FAILED ' + str(root / 'nanogpt_3L_s1') + ': analyze.py' in out and 'ablate.sh: 1 run(s) failed' in out
-    assert (root / 'nanogpt_3L_s1' / 'FAILED').exists() and (root / 'nanogpt_3L_s1' / 'summary.json').exists()
+    assert 'FAILED ' + str(root / 'nanogpt_3L_s2') + ': analyze.py' in out and 'ablate.sh: 1 run(s) failed' in out
+    assert (root / 'nanogpt_3L_s2' / 'FAILED').exists() and (root / 'nanogpt_3L_s2' / 'summary.json').exists()
     sweep(tmp_path, rc=2, ANALYZE='yes')
 
 
