@@ -22,15 +22,17 @@
 #   RUNS_DIR  where sweeps live               (default runs)
 #   NPROC     processes per run (torchrun)    (default 1: plain python)
 #   JOBS      runs at once on the machine     (default 1; e.g. 8 for 3-8 layer models on one large GPU)
-#   ANALYZE   0 | 1                           (default 0; 1 runs analyze.py on each finished run that has no
-#                                              analysis.json yet and has its ckpt.pt, also on runs finished
-#                                              earlier: the sink and outlier measures, without moving checkpoints)
+#   ANALYZE   0 | 1                           (default 0; 1 runs analyze.py on each run this command names once
+#                                              it has finished, also on runs finished earlier, where there is a
+#                                              ckpt.pt and no analysis.json: the sink and outlier measures in
+#                                              analysis.json, without moving checkpoints. A failed analysis leaves
+#                                              FAILED beside summary.json; the next ANALYZE=1 launch retries it)
 #   PYTHON    interpreter                     (default python)
 # Each run is configs/<variant>_<depth>.py in runs/<sweep>/<variant>_<depth>_s<seed>/, its console output in
 # train.log there. A run with summary.json is skipped; one with ckpt.pt is resumed; a failed run is reported,
 # marked with a FAILED file (its exit status) and the sweep goes on. A pair with no config file (e.g. gated_3L)
 # is skipped. The sweep ends with report.py, which writes runs/<sweep>/results.md; then the exit status is 1 if any
-# run failed (so a script or CI can tell), else report.py's.
+# run or analysis failed (so a script or CI can tell), else report.py's.
 set -u
 cd "$(dirname "$0")"
 
@@ -94,7 +96,8 @@ run_one() {  # cfg dir seed [extra args]: one run, its exit status in a FAILED f
 analyze_one() {  # dir: analyze.py on the run's last checkpoint (ckpt.pt), its output in analyze.log
   local dir=$1 rc
   rm -f "$dir/FAILED"
-  "$PYTHON" analyze.py --out_dir="$dir" >"$dir/analyze.log" 2>&1 </dev/null
+  # default INT/TERM dispositions again (the job's subshell ignores them): a stopped sweep stops its analyses too
+  ( trap - INT TERM; exec "$PYTHON" analyze.py --out_dir="$dir" ) >"$dir/analyze.log" 2>&1 </dev/null
   rc=$?
   if [ $rc -ne 0 ]; then
     echo "$rc" > "$dir/FAILED"
@@ -135,15 +138,22 @@ for seed in $SEEDS; do  # seed by seed: a sweep stopped half-way leaves whole ta
   done
 done
 wait
-failed=0; for dir in "${launched[@]}"; do [ -f "$dir/FAILED" ] && failed=$((failed + 1)); done
+# a FAILED file beside summary.json: the run finished and its analysis failed
+failed=0; failed_an=0
+for dir in "${launched[@]}" "${analyzed[@]}"; do
+  [ -f "$dir/FAILED" ] || continue
+  [ -f "$dir/summary.json" ] && failed_an=$((failed_an + 1)) || failed=$((failed + 1))
+done
 done_=$(( ${#launched[@]} - failed ))
-for dir in "${analyzed[@]}"; do [ -f "$dir/FAILED" ] && failed=$((failed + 1)); done
 [ "$ANALYZE" = 1 ] && skipped="$skipped skipped (${#analyzed[@]} of them analyzed now)" || skipped="$skipped skipped"
 echo "sweep $ROOT: $done_ run, $skipped, $failed failed, $(( $(date +%s) - start ))s"
 "$PYTHON" report.py "$ROOT"
 report_rc=$?
 if [ $failed -gt 0 ]; then
-  echo "ablate.sh: $failed run(s) failed (FAILED above; train.log or analyze.log); re-launch to retry them" >&2
-  exit 1
+  echo "ablate.sh: $failed run(s) failed (see FAILED above and their train.log); re-launch to retry them" >&2
 fi
+if [ $failed_an -gt 0 ]; then
+  echo "ablate.sh: analyze.py failed on $failed_an finished run(s) (see analyze.log); re-launch with ANALYZE=1" >&2
+fi
+[ $((failed + failed_an)) -gt 0 ] && exit 1
 exit $report_rc

@@ -43,7 +43,9 @@ def first_token_attention(w):
 def uniform_first_token(allowed):
     """The first-token attention uniform weights over the keys each query may see would give: the reference for a
     sink. allowed (T, T) bool, as Attention.allowed. Under the causal mask query t gives 1/(t+1) to token 0, so
-    early keys get more than 1/T even with no sink (0.020 at T = 256; without the mask 1/T)."""
+    early keys get more than 1/T even with no sink (0.020 at T = 256, 0.024 with mask_self; without the mask 1/T).
+    It assumes rows that sum to 1: a softmax-1 row sums to less and a Diff row to 1 - lambda, so compare those
+    with the baseline's measure rather than with this."""
     a = allowed[1:].double()
     return (a[:, 0] / a.sum(-1)).mean().item()
 

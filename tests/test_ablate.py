@@ -114,9 +114,43 @@ def test_ablate_analyze_runs_analyze_py_on_new_and_earlier_finished_runs(tmp_pat
     (root / 'nanogpt_3L_s2' / 'ckpt.pt').write_text('not a checkpoint')
     os.remove(root / 'nanogpt_3L_s2' / 'analysis.json')
     out = sweep(tmp_path, rc=1, ANALYZE='1', **kw)
-    assert 'FAILED ' + str(root / 'nanogpt_3L_s2') + ': analyze.py' in out and 'ablate.sh: 1 run(s) failed' in out
+    assert 'FAILED ' + str(root / 'nanogpt_3L_s2') + ': analyze.py' in out
+    assert 'analyze.py failed on 1 finished run(s)' in out and 'run(s) failed' not in out
     assert (root / 'nanogpt_3L_s2' / 'FAILED').exists() and (root / 'nanogpt_3L_s2' / 'summary.json').exists()
     sweep(tmp_path, rc=2, ANALYZE='yes')
+
+
+def fake_analyze_python(tmp_path, action):
+    """A PYTHON for ablate.sh that runs train.py and report.py but, for analyze.py, runs `action` (python code)."""
+    wrapper = tmp_path / 'python'
+    wrapper.write_text('#!/usr/bin/env bash\n'
+                       f'[ "$1" = analyze.py ] && exec {sys.executable} -c "{action}"\n'
+                       f'exec {sys.executable} "$@"\n')
+    wrapper.chmod(0o755)
+    return str(wrapper)
+
+
+def test_ablate_analyze_failing_after_training_and_stopped_by_sigterm(tmp_path):
+    # an analysis that fails right after its run trained: the run is finished, the failure marked and counted
+    out = sweep(tmp_path, rc=1, ANALYZE='1', VARIANTS='nanogpt', DEPTHS='3L',
+                PYTHON=fake_analyze_python(tmp_path, 'import sys; sys.exit(3)'))
+    run = tmp_path / 't' / 'nanogpt_3L_s1337'
+    assert 'done   ' in out and 'analyze.py failed on 1 finished run(s)' in out and '1 run, 0 skipped' in out
+    assert (run / 'summary.json').exists() and (run / 'FAILED').read_text().strip() == '3'
+    # a SIGTERM to the sweep reaches an analysis in progress (the job's subshell ignores TERM; analyze.py must not)
+    env = dict(os.environ, PROFILE='cpu', VARIANTS='nanogpt', DEPTHS='3L', SWEEP='t', RUNS_DIR=str(tmp_path),
+               ANALYZE='1', PYTHON=fake_analyze_python(tmp_path, 'import time; time.sleep(600)'))
+    p = subprocess.Popen(['bash', os.path.join(ROOT, 'ablate.sh'), *TINY], env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + 60
+    while not (run / 'analyze.log').exists() and time.time() < deadline:
+        time.sleep(0.2)
+    time.sleep(1)
+    t0 = time.time()
+    p.send_signal(signal.SIGTERM)
+    out = p.communicate(timeout=120)[0]
+    assert p.returncode == 130 and 'interrupted' in out and time.time() - t0 < 60, out
+    assert (run / 'FAILED').read_text().strip() == '143' and not (run / 'analysis.json').exists()
 
 
 @pytest.mark.parametrize('jobs,seeds', [('1', '1'), ('2', '1 2')])

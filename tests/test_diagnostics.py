@@ -50,7 +50,7 @@ def test_uniform_first_token_reference_under_each_mask():
     assert analyze.first_token_attention(w[None, None])[0] == pytest.approx(analyze.uniform_first_token(causal))
 
 
-@pytest.mark.parametrize('causal,mask_self', [(True, False), (False, False), (True, True)])
+@pytest.mark.parametrize('causal,mask_self', [(True, False), (False, False), (True, True), (False, True)])
 def test_uniform_attention_measures_at_its_reference(causal, mask_self):
     """All keys equal: every query spreads its weight evenly over the keys it may see, so the measured first-token
     attention equals the reference analyze.py writes beside it, under each mask."""
@@ -65,7 +65,7 @@ def test_uniform_attention_measures_at_its_reference(causal, mask_self):
     for r in res['layers'] + [res['overall']]:
         assert r['first_token_attention'] == pytest.approx(r['first_token_uniform'], rel=1e-4)
     expected = {(True, False): sum(1 / (t + 1) for t in range(1, 16)) / 15, (False, False): 1 / 16,
-                (True, True): sum(1 / t for t in range(1, 16)) / 15}[causal, mask_self]
+                (True, True): sum(1 / t for t in range(1, 16)) / 15, (False, True): 1 / 15}[causal, mask_self]
     assert res['overall']['first_token_uniform'] == pytest.approx(expected)
 
 
