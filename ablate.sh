@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Ablation sweep: variants x depths x seeds, one run folder each, then the seed's tables via report.py.
 #
+#   PROFILE=demo ./ablate.sh                      # the seed's five at 3L, 100 steps: a few minutes on a laptop
 #   ./ablate.sh                                   # PROFILE=full: the seed's schedule, a GPU job
 #   PROFILE=cpu ./ablate.sh                       # shortened schedule, 3L and 6L, about an hour on 2 CPU cores
 #   PROFILE=cpu_long SEEDS="1 2 3" ./ablate.sh    # 500 steps at lr 1e-3, 3L: where the variants separate on a CPU
@@ -10,7 +11,7 @@
 #   VARIANTS="nanogpt diff" DEPTHS=6L ./ablate.sh --dropout=0.1    # extra --key=value go to every run
 #
 # Environment:
-#   PROFILE   full | cpu | cpu_long           (default full)
+#   PROFILE   full | cpu | cpu_long | demo    (default full where torch sees a GPU; without one, say which)
 #   CAUSAL    1 | 0                           (default 1; 0 adds --causal=False to every run and names the sweep
 #                                              shakespeare_<profile>_noncausal: attention that sees the future)
 #   VARIANTS  config name stems               (default: the seed's five, then gated softmax1 diff_gated)
@@ -30,20 +31,29 @@
 #   PYTHON    interpreter                     (default python)
 # Each run is configs/<variant>_<depth>.py in runs/<sweep>/<variant>_<depth>_s<seed>/, its console output in
 # train.log there. A run with summary.json is skipped; one with ckpt.pt is resumed; a failed run is reported,
-# marked with a FAILED file (its exit status) and the sweep goes on. A pair with no config file (e.g. gated_3L)
+# marked with a FAILED file (its exit status) and the sweep goes on. Ctrl-C or SIGTERM stops every run in
+# progress within a step or an evaluation batch, each saving its checkpoint: stopped, not failed. A pair with no config file (e.g. gated_3L)
 # is skipped. The sweep ends with report.py, which writes runs/<sweep>/results.md; then the exit status is 1 if any
 # run or analysis failed (so a script or CI can tell), else report.py's.
 set -u
 cd "$(dirname "$0")"
 
-PROFILE=${PROFILE:-full}
 PYTHON=${PYTHON:-python}
+if [ -z "${PROFILE:-}" ] && ! "$PYTHON" -c 'import sys, torch; sys.exit(not torch.cuda.is_available())' 2>/dev/null
+then
+  echo "ablate.sh: torch sees no GPU here, and the default PROFILE=full is the seed's 5000-step schedule, hours a" \
+       "run on a CPU. Pick PROFILE=demo (minutes), PROFILE=cpu_long or PROFILE=cpu, or say PROFILE=full to run" \
+       "it anyway" >&2
+  exit 2
+fi
+PROFILE=${PROFILE:-full}
 NPROC=${NPROC:-1}
 JOBS=${JOBS:-1}
 case "$JOBS" in ''|*[!0-9]*|0) echo "ablate.sh: JOBS=$JOBS must be a whole number of runs at once, 1 or more" >&2; exit 2 ;; esac
 ANALYZE=${ANALYZE:-0}
 case "$ANALYZE" in 0|1) ;; *) echo "ablate.sh: ANALYZE=$ANALYZE is not one of: 0 1" >&2; exit 2 ;; esac
 SEEDS=${SEEDS:-1337}
+[ "$PROFILE" = demo ] && VARIANTS=${VARIANTS:-"nanogpt diff sym diff_sym norm_sym"}  # the seed's five
 VARIANTS=${VARIANTS:-"nanogpt diff sym diff_sym norm_sym gated softmax1 diff_gated"}
 case "${ARCH:-nanogpt}" in
   nanogpt) ;;
@@ -62,7 +72,12 @@ case "$PROFILE" in
   cpu_long) DEPTHS=${DEPTHS:-"3L"}
         SCHEDULE=(--max_iters=500 --lr_decay_iters=500 --warmup_iters=50 --learning_rate=1e-3 --min_lr=1e-4
                   --dropout=0.0 --eval_interval=100 --eval_iters=20 --log_interval=10 --device=cpu) ;;
-  *)    echo "ablate.sh: PROFILE=$PROFILE is not one of: full cpu cpu_long" >&2; exit 2 ;;
+  # a first look at the workflow on a laptop: the seed's five at 3L, 100 steps at batch 16 (about half a minute
+  # a run on 2 CPU cores); too short for the variants to separate
+  demo) DEPTHS=${DEPTHS:-"3L"}
+        SCHEDULE=(--max_iters=100 --lr_decay_iters=100 --warmup_iters=10 --learning_rate=1e-3 --min_lr=1e-4
+                  --batch_size=16 --dropout=0.0 --eval_interval=50 --eval_iters=5 --log_interval=10) ;;
+  *)    echo "ablate.sh: PROFILE=$PROFILE is not one of: full cpu cpu_long demo" >&2; exit 2 ;;
 esac
 case "${CAUSAL:-1}" in
   1) SWEEP=${SWEEP:-shakespeare_$PROFILE} ;;
@@ -71,6 +86,8 @@ case "${CAUSAL:-1}" in
 esac
 ROOT=${RUNS_DIR:-runs}/$SWEEP
 mkdir -p "$ROOT"
+STOPPING=$ROOT/.stopping  # present while a Ctrl-C or SIGTERM stops the sweep: the runs that end then were stopped
+rm -f "$STOPPING"
 
 if [ "$NPROC" -gt 1 ]; then LAUNCH=(torchrun --standalone --nproc_per_node="$NPROC"); else LAUNCH=("$PYTHON"); fi
 
@@ -80,9 +97,16 @@ run_one() {  # cfg dir seed [extra args]: one run, its exit status in a FAILED f
   [ -f "$dir/ckpt.pt" ] && resume=(--init_from=resume)
   echo "run    $dir ${resume[*]}"
   t0=$(date +%s)
-  "${LAUNCH[@]}" train.py "$cfg" "${SCHEDULE[@]}" --seed="$seed" --out_dir="$dir" "${resume[@]}" "$@" \
-    >>"$dir/train.log" 2>&1 </dev/null
+  # default INT/TERM dispositions again (the job's subshell ignores them), so a stop during python's start is not
+  # lost; train.py then installs its own handler, which saves a checkpoint
+  ( trap - INT TERM; exec "${LAUNCH[@]}" train.py "$cfg" "${SCHEDULE[@]}" --seed="$seed" --out_dir="$dir" \
+      "${resume[@]}" "$@" ) >>"$dir/train.log" 2>&1 </dev/null
   rc=$?
+  # stopped, not failed: train.py's 130, or any exit while the sweep stops (torchrun exits 1 after a stop)
+  if [ $rc -ne 0 ] && { [ $rc -eq 130 ] || [ -f "$STOPPING" ]; }; then
+    echo "stopped $dir: $(grep -ho 'stopped at iteration [0-9]*[^.]*' "$dir/train.log" | tail -n 1)"
+    return 130
+  fi
   if [ $rc -ne 0 ]; then
     echo "$rc" > "$dir/FAILED"
     echo "FAILED $dir (exit $rc): tail of $dir/train.log:"; tail -n 5 "$dir/train.log" | sed 's/^/         /'
@@ -99,6 +123,10 @@ analyze_one() {  # dir: analyze.py on the run's last checkpoint (ckpt.pt), its o
   # default INT/TERM dispositions again (the job's subshell ignores them): a stopped sweep stops its analyses too
   ( trap - INT TERM; exec "$PYTHON" analyze.py --out_dir="$dir" ) >"$dir/analyze.log" 2>&1 </dev/null
   rc=$?
+  if [ $rc -ne 0 ] && [ -f "$STOPPING" ]; then
+    echo "stopped $dir: analyze.py; a re-launch with ANALYZE=1 runs it again"
+    return 130
+  fi
   if [ $rc -ne 0 ]; then
     echo "$rc" > "$dir/FAILED"
     echo "FAILED $dir: analyze.py (exit $rc): tail of $dir/analyze.log:"
@@ -111,7 +139,9 @@ analyze_one() {  # dir: analyze.py on the run's last checkpoint (ckpt.pt), its o
 
 # Ctrl-C or SIGTERM: train.py saves a checkpoint of each run in progress (the TERM is passed on to runs in the
 # background); the sweep stops, and a re-launch resumes them
-trap 'trap "" INT TERM; for p in $(jobs -p); do pkill -TERM -P "$p"; done; wait
+trap 'trap "" INT TERM; touch "$STOPPING"
+      echo "ablate.sh: stopping: $(jobs -rp | wc -l) run(s) in progress save a checkpoint at the end of their step"
+      for p in $(jobs -p); do pkill -TERM -P "$p"; done; wait; rm -f "$STOPPING"
       echo "ablate.sh: interrupted; re-launch the same command to continue"; exit 130' INT TERM
 skipped=0; launched=(); analyzed=()  # runs started, and finished runs analyzed now
 start=$(date +%s)

@@ -203,12 +203,17 @@ def heatmaps(model, x, path):
     plt = pyplot()
     if plt is None:
         return False
+    from matplotlib.colors import LogNorm
     maps = model.attention_maps(x[:1])
-    fig, axes = plt.subplots(1, len(maps), figsize=(3 * len(maps), 3), squeeze=False)
+    fig, axes = plt.subplots(1, len(maps), figsize=(3 * len(maps) + 1, 3), squeeze=False)
+    # a log colour scale: a causal row spreads 1 over up to T keys, so on a linear scale all but the first rows
+    # are black; weights below 1e-3 (the masked future among them) take the darkest colour
+    norm = LogNorm(vmin=1e-3, vmax=1.0, clip=True)
     for ax, (i, w) in zip(axes[0], enumerate(maps)):
-        ax.imshow(w[0].float().mean(0).cpu().numpy(), cmap='viridis')
-        ax.set_title(f'layer {i + 1}', fontsize=8)
-        ax.axis('off')
+        image = ax.imshow(w[0].float().mean(0).abs().cpu().numpy(), cmap='viridis', norm=norm)
+        ax.set(title=f'layer {i + 1}', xlabel='key', ylabel='query' if i == 0 else None)
+        ax.title.set_fontsize(8)
+    fig.colorbar(image, ax=list(axes[0]), label='attention weight, mean over heads (|w| for Diff)', shrink=0.8)
     save_figure(fig, path)
     return True
 

@@ -26,11 +26,14 @@ def load_meta(dataset):
 
 
 def ensure_data(dataset):
-    """Run data/<dataset>/prepare.py when train.bin or val.bin is missing."""
+    """Run data/<dataset>/prepare.py when train.bin or val.bin is missing, or meta.json where a prepare.py makes
+    one: each prepare.py writes meta.json last, so a run that starts while it works waits for the whole dataset
+    rather than taking a default vocab_size. A folder of .bin files without prepare.py is used as it is."""
     d = data_dir(dataset)
-    if all(os.path.exists(os.path.join(d, f)) for f in ('train.bin', 'val.bin')):
-        return
     prep = os.path.join(d, 'prepare.py')
+    needed = ('train.bin', 'val.bin') + (('meta.json',) if os.path.exists(prep) else ())
+    if all(os.path.exists(os.path.join(d, f)) for f in needed):
+        return
     if not os.path.exists(prep):
         raise FileNotFoundError(f"dataset '{dataset}': no {d}/train.bin and no prepare.py to make it")
     print(f"dataset '{dataset}' is not prepared yet: running {prep}")

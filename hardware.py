@@ -3,6 +3,7 @@ Where and in which precision a model runs: the device, the dtype and its autocas
 and memory figures train.py reports. Shared by train.py, sample.py, analyze.py and needle_eval.py.
 """
 import contextlib
+import os
 import time
 
 import torch
@@ -31,10 +32,26 @@ def cpu_has_fast_bf16():
 
 
 def resolve_device(device):
-    """'auto' -> 'cuda' when CUDA is available, else 'cpu'. Returns (device, device_type), e.g. ('cuda:1', 'cuda')."""
+    """'auto' -> 'cuda' when CUDA is available, else 'cpu'. Returns (device, device_type), e.g. ('cuda:1', 'cuda').
+    A device this machine lacks is a ValueError that says so, before anything is built or written."""
     if device == 'auto':
         device = 'cuda' if torch.cuda.is_available() else 'cpu'
-    return device, ('cuda' if device.startswith('cuda') else device.split(':')[0])
+    device_type = 'cuda' if device.startswith('cuda') else device.split(':')[0]
+    if device_type == 'cuda':
+        if torch.version.cuda is None and torch.version.hip is None:
+            raise ValueError(f"device={device!r}, but this torch {torch.__version__} is a CPU build: use "
+                             f"--device=cpu (or auto), or install a CUDA build of torch")
+        n = torch.cuda.device_count()
+        index = int(device.split(':')[1]) if ':' in device else 0
+        if index >= n:
+            raise ValueError(f"device={device!r}, but torch sees {n} GPU{'s' if n != 1 else ''} "
+                             f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')}): use "
+                             f"--device=cpu, or a GPU index below {n}" if n else
+                             f"device={device!r}, but torch sees no GPU (no driver, or CUDA_VISIBLE_DEVICES="
+                             f"{os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')}): use --device=cpu (or auto)")
+    elif device_type == 'mps' and not torch.backends.mps.is_available():
+        raise ValueError(f"device={device!r}, but MPS (Apple GPU) is not available here: use --device=cpu (or auto)")
+    return device, device_type
 
 
 def add_device_args(ap, dtype='auto'):

@@ -87,10 +87,12 @@ def heatmap(model, meta, path, seed, device='cpu'):
     x = torch.from_numpy(tok[None, :-1].astype(np.int64)).to(device)
     rows = np.stack([m[0, :, info['query_pos'][0], :].float().mean(0).cpu().numpy() for m in model.attention_maps(x)])
     fig, ax = plt.subplots(figsize=(8, 1 + 0.4 * len(rows)))
-    ax.imshow(rows, aspect='auto', cmap='viridis')
+    image = ax.imshow(np.abs(rows), aspect='auto', cmap='viridis')
     p = info['needle_pos'][info['queried'][0]]
     ax.axvline(p, color='red', lw=0.8)
+    ax.set_yticks(range(len(rows)), [str(i + 1) for i in range(len(rows))])  # whole layers, counted from 1
     ax.set(xlabel='key position (red: the answer needle)', ylabel='layer', title='attention of the first query')
+    fig.colorbar(image, ax=ax, label='weight, mean over heads (|w| for Diff)')
     save_figure(fig, path)
     return True
 

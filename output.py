@@ -7,13 +7,19 @@ import os
 
 
 def atomic_write(path, write):
-    """Write a file through write(f), f a binary file, to path + '.tmp', then rename it to path."""
+    """Write a file through write(f), f a binary file, to path + '.tmp', then rename it to path. On any failure (a
+    full disk, say) path is left as it was and the partial path + '.tmp' is removed; the error is raised."""
     tmp = path + '.tmp'
-    with open(tmp, 'wb') as f:
-        write(f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, 'wb') as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.lexists(tmp):
+            os.remove(tmp)
+        raise
 
 
 def write_text(path, text):

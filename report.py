@@ -24,6 +24,7 @@ Run folders are named <variant>_<depth>_s<seed> (ablate.sh's layout). results.md
 results.md is a pure function of the run files: no paths, no dates, and the same text whether or not matplotlib
 is installed. With matplotlib, val_loss.png and lambda_full.png are written beside it (the text names them).
 """
+import argparse
 import json
 import math
 import os
@@ -600,10 +601,15 @@ def plots(data, root):
                 ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.2, linewidth=0)
             ax.set(title=key if isinstance(key, str) else f'{NAMES.get(key[0], key[0])} {key[1]}',
                    xlabel='iteration', ylabel=ylabel)
-            top = [y for _, _, _, hi in lines.values() for y in hi[1:]]
-            bottom = min(y for _, _, lo, _ in lines.values() for y in lo)
-            if name == 'val_loss.png' and top:  # iteration 0 (about ln 65 = 4.2) off the top: the ends show
-                ax.set_ylim(top=max(top) + 0.05 * (max(top) - bottom))
+            if name == 'val_loss.png':  # iteration 0 (about ln 65 = 4.2) and the ends both show on a log axis
+                ax.set_yscale('log')
+                lo, hi = ax.get_ylim()
+                ticks = []  # round values, at least an eighth of the axis apart
+                for t in (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 1.2, 1.4, 1.6, 1.8, 2, 2.5, 3, 4, 6, 8):
+                    if lo <= t <= hi and (not ticks or math.log(t / ticks[-1]) >= math.log(hi / lo) / 8):
+                        ticks.append(t)
+                ax.minorticks_off()
+                ax.set_yticks(ticks, [f'{t:g}' for t in ticks])
             ax.legend(fontsize=7)
         for ax in list(axes.flat)[len(panels):]:
             ax.set_visible(False)
@@ -697,6 +703,10 @@ def render(root):
 
 
 if __name__ == '__main__':
-    if len(sys.argv) != 2:
-        raise SystemExit('usage: python report.py runs/<sweep>')
-    print(render(sys.argv[1]), end='')
+    ap = argparse.ArgumentParser(description="The seed's tables (results.md) and plots from a sweep's run folders "
+                                 "(<variant>_<depth>_s<seed>/summary.json, log.jsonl), as ablate.sh writes them.")
+    ap.add_argument('sweep', help='the sweep folder, e.g. runs/shakespeare_cpu_long or results/shakespeare_full')
+    sweep_dir = ap.parse_args().sweep
+    if not os.path.isdir(sweep_dir):
+        raise SystemExit(f"report.py: {sweep_dir} is not a folder (a sweep is runs/<sweep>/, made by ablate.sh)")
+    print(render(sweep_dir), end='')

@@ -5,7 +5,9 @@ $ python sample.py --out_dir=out/diff_sym_6L --start="ROMEO:" --num_samples=3 --
 $ python sample.py --ckpt=out/diff_sym_6L/best.pt --start=FILE:prompt.txt    # the weights of the best val loss
 """
 import argparse
+import glob
 import os
+import sys
 
 import torch
 
@@ -13,53 +15,83 @@ from dataset import load_meta
 from hardware import add_device_args, autocast_context, device_and_dtype
 from model import load_checkpoint
 
-ap = argparse.ArgumentParser(description='Sample text from a checkpoint written by train.py.')
-ap.add_argument('--out_dir', default='out', help='run folder holding ckpt.pt')
-ap.add_argument('--ckpt', default=None, help='checkpoint path (default: OUT_DIR/ckpt.pt, the last state; '
-                'OUT_DIR/best.pt holds the weights of the best val loss)')
-ap.add_argument('--start', default='\n', help='prompt text, or FILE:path to read it from a file')
-ap.add_argument('--num_samples', type=int, default=3)
-ap.add_argument('--max_new_tokens', type=int, default=500)
-ap.add_argument('--temperature', type=float, default=0.8, help='< 1 sharpens, > 1 flattens the distribution')
-ap.add_argument('--top_k', type=int, default=200, help='keep only the top_k most likely tokens (0: all)')
-ap.add_argument('--seed', type=int, default=1337)
-add_device_args(ap)
-args = ap.parse_args()
 
-device, device_type, dtype = device_and_dtype(args)
-torch.manual_seed(args.seed)
-torch.cuda.manual_seed(args.seed)
-try:
-    model, ckpt = load_checkpoint(args.ckpt or os.path.join(args.out_dir, 'ckpt.pt'), device)
-except (FileNotFoundError, ValueError) as e:
-    raise SystemExit(f'error: {e}')
-model.eval()
+def find_runs(roots=('out', 'runs')):
+    """Run folders that hold a ckpt.pt, under out/ and runs/ (train.py's and ablate.sh's defaults)."""
+    found = [os.path.dirname(p) for r in roots for p in glob.glob(os.path.join(r, '**', 'ckpt.pt'), recursive=True)]
+    return sorted(found)
 
-# the tokenizer: the dataset's meta.json (characters) or GPT-2's BPE
-meta = load_meta(ckpt['config']['dataset'])
-if meta.get('tokenizer') == 'char':
-    stoi = {ch: i for i, ch in enumerate(meta['itos'])}
-    unknown = sorted({c for c in args.start if c not in stoi})
-    encode = lambda s: [stoi[c] for c in s]  # noqa: E731
-    decode = lambda ids: ''.join(meta['itos'][i] for i in ids)  # noqa: E731
-else:
-    import tiktoken
-    enc = tiktoken.get_encoding('gpt2')
-    unknown = []
-    encode = lambda s: enc.encode(s, allowed_special={'<|endoftext|>'})  # noqa: E731
-    decode = enc.decode
 
-start = args.start
-if start.startswith('FILE:'):
-    with open(start[5:], encoding='utf-8') as f:
-        start = f.read()
-    unknown = sorted({c for c in start if meta.get('tokenizer') == 'char' and c not in stoi})
-if unknown:
-    raise SystemExit(f"error: the prompt has characters the model's vocabulary lacks: {unknown!r}")
-x = torch.tensor(encode(start), dtype=torch.long, device=device)[None, ...]
+def tokenizer(ckpt):
+    """(encode, decode, unknown): how this model's tokens map to text. Checkpoints carry it (train.py stores the
+    dataset's meta.json part that decodes); older ones fall back to the dataset's meta.json, here."""
+    meta = ckpt.get('tokenizer') or load_meta(ckpt['config']['dataset'])
+    vocab = ckpt['model_args']['vocab_size']
+    kind = meta.get('tokenizer')
+    if kind == 'char':
+        itos = meta['itos']
+        stoi = {ch: i for i, ch in enumerate(itos)}
+        return (lambda s: [stoi[c] for c in s]), (lambda ids: ''.join(itos[i] for i in ids)), \
+            (lambda s: sorted({c for c in s if c not in stoi}))
+    if kind == 'gpt2' or (kind is None and vocab >= 50257):
+        import tiktoken
+        enc = tiktoken.get_encoding('gpt2')
+        return (lambda s: enc.encode(s, allowed_special={'<|endoftext|>'})), enc.decode, (lambda s: [])
+    raise SystemExit(f"error: cannot decode this model's {vocab} tokens: the checkpoint names no tokenizer "
+                     f"({kind or 'none'}) and data/{ckpt['config']['dataset']}/meta.json has none that sample.py "
+                     f"knows. Prepare that dataset here, or sample from a checkpoint of a text dataset")
 
-with torch.no_grad(), autocast_context(dtype, device_type):
-    for _ in range(args.num_samples):
-        y = model.generate(x, args.max_new_tokens, temperature=args.temperature, top_k=args.top_k or None)
-        print(decode(y[0].tolist()))
-        print('---------------')
+
+def main():
+    ap = argparse.ArgumentParser(description='Sample text from a checkpoint written by train.py.')
+    ap.add_argument('--out_dir', default='out', help='run folder holding ckpt.pt')
+    ap.add_argument('--ckpt', default=None, help='checkpoint path (default: OUT_DIR/ckpt.pt, the last state; '
+                    'OUT_DIR/best.pt holds the weights of the best val loss)')
+    ap.add_argument('--start', default='\n', help='prompt text, or FILE:path to read it from a file')
+    ap.add_argument('--num_samples', type=int, default=3)
+    ap.add_argument('--max_new_tokens', type=int, default=500)
+    ap.add_argument('--temperature', type=float, default=0.8, help='< 1 sharpens, > 1 flattens the distribution')
+    ap.add_argument('--top_k', type=int, default=200, help='keep only the top_k most likely tokens (0: all)')
+    ap.add_argument('--seed', type=int, default=1337)
+    ap.add_argument('--allow_noncausal', action='store_true', help='sample from a causal=False model anyway (it was '
+                    'trained to read the next token, not predict it, so its text is noise)')
+    add_device_args(ap)
+    args = ap.parse_args()
+
+    path = args.ckpt or os.path.join(args.out_dir, 'ckpt.pt')
+    if not os.path.isfile(path):
+        runs = find_runs()
+        hint = ('run folders with a checkpoint: ' + ', '.join(runs[:8]) + (' ...' if len(runs) > 8 else '') +
+                '; pass one with --out_dir') if runs else 'train one first: python train.py configs/diff_sym_6L.py'
+        raise SystemExit(f"error: no checkpoint at {path}; {hint}")
+    try:
+        device, device_type, dtype = device_and_dtype(args)
+        model, ckpt = load_checkpoint(path, device)
+    except (FileNotFoundError, ValueError) as e:
+        raise SystemExit(f'error: {e}')
+    if not ckpt['model_args'].get('causal', True) and not args.allow_noncausal:
+        raise SystemExit(f"error: {path} is a causal=False model: its attention saw the next token in training, so "
+                         f"it never learned to predict one, and sampling it gives noise. Pass --allow_noncausal to "
+                         f"see that anyway")
+    model.eval()
+    torch.manual_seed(args.seed)
+    encode, decode, unknown_of = tokenizer(ckpt)
+
+    start = args.start
+    if start.startswith('FILE:'):
+        with open(start[5:], encoding='utf-8') as f:
+            start = f.read()
+    unknown = unknown_of(start)
+    if unknown:
+        raise SystemExit(f"error: the prompt has characters the model's vocabulary lacks: {unknown!r}")
+    x = torch.tensor(encode(start), dtype=torch.long, device=device)[None, ...]
+
+    with torch.no_grad(), autocast_context(dtype, device_type):
+        for _ in range(args.num_samples):
+            y = model.generate(x, args.max_new_tokens, temperature=args.temperature, top_k=args.top_k or None)
+            print(decode(y[0].tolist()))
+            print('---------------')
+
+
+if __name__ == '__main__':
+    sys.exit(main())

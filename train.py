@@ -14,12 +14,16 @@ file reads top to bottom: processes and device, data, model and optimizer, the l
 
 import ast
 import contextlib
+import datetime
 import difflib
 import json
 import math
 import os
+import shutil
 import signal
+import socket
 import sys
+import textwrap
 import time
 import typing
 from dataclasses import asdict, dataclass, field, fields
@@ -33,6 +37,11 @@ from hardware import autocast_context, peak_flops, peak_memory_mb, pick_dtype, r
 from model import GPT, GPTConfig, check_causal, load_checkpoint, CHECKPOINT_FORMAT
 from output import atomic_write, write_json
 
+try:
+    import fcntl  # the run folder's lock (POSIX); without it (Windows) runs are not locked
+except ImportError:
+    fcntl = None
+
 # -----------------------------------------------------------------------------------------------------------
 # default config values; model keys come from GPTConfig (vocab_size None = take it from the dataset's meta.json)
 DEFAULTS = dict(
@@ -43,7 +52,8 @@ DEFAULTS = dict(
     init_from='scratch',          # 'scratch' | 'resume' (from out_dir/ckpt.pt)
     seed=1337,
     # wandb
-    wandb_log=False, wandb_project='attn-gpt', wandb_run_name='', wandb_mode='online',
+    wandb_log=False, wandb_project='attn-gpt', wandb_run_name='',
+    wandb_mode=None,  # None: wandb's own choice (its WANDB_MODE variable, else online) | 'online' | 'offline' | 'disabled'
     # data
     dataset='shakespeare_char', gradient_accumulation_steps=1, batch_size=32,
     # optimizer
@@ -60,7 +70,13 @@ DEFAULTS = dict(
 DEFAULTS.update({f.name: f.default for f in fields(GPTConfig)})
 DEFAULTS['vocab_size'] = None
 MODEL_KEYS = [f.name for f in fields(GPTConfig)]
-CHOICES = dict(init_from=('scratch', 'resume'), wandb_mode=('online', 'offline', 'disabled'),
+
+
+class RunError(Exception):
+    """A problem with the run's setting (its folder, device, checkpoint or wandb) that the message explains:
+    train.py prints it without a traceback."""
+
+CHOICES = dict(init_from=('scratch', 'resume'), wandb_mode=(None, 'online', 'offline', 'disabled'),
                optimizer=('adamw', 'orthoadam'), dtype=('auto', 'float32', 'bfloat16', 'float16'))
 
 
@@ -73,6 +89,8 @@ def _expected_types(key):
         return (int, type(None))
     if key == 'compile':
         return (bool, type(None))
+    if key == 'wandb_mode':
+        return (str, type(None))
     return (type(DEFAULTS[key]),)
 
 
@@ -102,6 +120,9 @@ def parse_config(argv):
             exec(compile(f.read(), path, 'exec'), ns)
 
     for arg in argv:
+        if arg in ('-h', '--help'):
+            print(usage())
+            raise SystemExit(0)
         if not arg.startswith('--'):
             if not os.path.isfile(arg):
                 raise ValueError(f"config file {arg} not found (configs live in configs/, e.g. configs/diff_sym_6L.py)")
@@ -123,9 +144,63 @@ def parse_config(argv):
             cfg[key] = _check(key, v, 'command line')
     for k in CHOICES:
         _check(k, cfg[k], 'config')
-    if cfg['eval_interval'] < 1 or cfg['log_interval'] < 1 or cfg['gradient_accumulation_steps'] < 1:
-        raise ValueError("config: eval_interval, log_interval and gradient_accumulation_steps must be >= 1")
+    check_ranges(cfg)
     return cfg
+
+
+# the lowest value of each numeric training key (the model keys are checked by GPTConfig)
+RANGES = [(('batch_size', 'eval_interval', 'log_interval', 'eval_iters', 'gradient_accumulation_steps',
+            'orthoadam_max_dim'), 1),
+          (('max_iters', 'warmup_iters', 'lr_decay_iters', 'learning_rate', 'min_lr', 'weight_decay', 'grad_clip',
+            'beta1', 'beta2'), 0)]
+
+
+def check_ranges(cfg):
+    """Values of the right type but outside their range (a negative max_iters trains forever, batch_size=0 fails
+    deep in the model), and the model keys through GPTConfig, so that nothing fails after the run folder is made."""
+    for keys, low in RANGES:
+        for k in keys:
+            if cfg[k] < low:
+                raise ValueError(f"config: {k}={cfg[k]!r} must be >= {low}")
+    for k in ('beta1', 'beta2'):
+        if cfg[k] >= 1:
+            raise ValueError(f"config: {k}={cfg[k]!r} must be below 1")
+    try:
+        GPTConfig(**{k: cfg[k] for k in MODEL_KEYS if k != 'vocab_size'})
+    except ValueError as e:
+        raise ValueError(f"config: {e}") from None
+
+
+def config_warnings(cfg):
+    """Settings that are legal but probably not meant: a schedule that ends before the learning rate decays."""
+    out = []
+    if cfg['decay_lr'] and cfg['lr_decay_iters'] > cfg['max_iters']:
+        lr = get_lr(cfg['max_iters'], cfg)
+        out.append(f"lr_decay_iters={cfg['lr_decay_iters']} is past max_iters={cfg['max_iters']}: the learning rate "
+                   f"ends at {lr:.3g}, not min_lr={cfg['min_lr']:g} (set --lr_decay_iters={cfg['max_iters']} to "
+                   f"decay fully)")
+    if cfg['decay_lr'] and cfg['warmup_iters'] > cfg['max_iters']:
+        out.append(f"warmup_iters={cfg['warmup_iters']} is past max_iters={cfg['max_iters']}: the run ends in warm-up")
+    return out
+
+
+def explicit_keys(argv):
+    """The keys given as --key=value on the command line: on resume, only these may differ from the run's."""
+    return {a[2:].split('=', 1)[0] for a in argv if a.startswith('--') and '=' in a}
+
+
+def usage():
+    """python train.py --help: the keys and their defaults, in one screen; their meanings are in the README."""
+    def block(keys):
+        items = [f"{k}={DEFAULTS[k]!r}" for k in keys]
+        return textwrap.fill('  '.join(items), width=shutil.get_terminal_size((110, 20)).columns - 2,
+                             initial_indent='  ', subsequent_indent='  ', break_on_hyphens=False)
+    train_keys = [k for k in DEFAULTS if k not in MODEL_KEYS]
+    return (f"usage: python train.py [CONFIG.py ...] [--key=value ...]\n"
+            f"  e.g. python train.py configs/diff_sym_6L.py --batch_size=16\n"
+            f"Config files (Python that assigns keys) apply in order, then --key=value overrides.\n"
+            f"Each key's meaning is in the README's config table.\n\ntraining keys (default):\n{block(train_keys)}\n\n"
+            f"model keys (model.GPTConfig; vocab_size=None takes the dataset's):\n{block(MODEL_KEYS)}\n")
 
 
 
@@ -176,54 +251,188 @@ def refuse_to_overwrite(ckpt_path, best_path):
                               f"pick another --out_dir, or move that file away to start from scratch")
 
 
-def log_step_sync(loss_sum, stop, ddp, world):
-    """At a log step: (the step's training loss, whether to stop). loss_sum is the mean loss over this rank's
-    micro-batches; under DDP one all-reduce, at log steps only, turns it into the mean over every micro-batch of
-    every rank (the loss of the equivalent 1-process run) and stops all ranks if any was asked to stop."""
+def mean_over_ranks(loss_sum, ddp, world):
+    """At a log step: this rank's mean loss over its micro-batches -> the step's loss, the mean over every
+    micro-batch of every rank (the loss of the equivalent 1-process run): one all-reduce, at log steps only."""
     if not ddp:
-        return loss_sum.item(), stop
-    both = torch.stack([loss_sum.float(), torch.tensor(float(stop), device=loss_sum.device)])
-    dist.all_reduce(both)  # a sum: gloo has no average
-    loss_total, stops = both.tolist()
-    return loss_total / world, stops > 0
+        return loss_sum.item()
+    total = loss_sum.detach().float().clone()
+    dist.all_reduce(total)  # a sum: gloo has no average
+    return total.item() / world
 
 
-class GracefulExit:
-    """The first Ctrl-C or SIGTERM asks the loop to save a checkpoint and stop; a second Ctrl-C stops at once."""
+class StopSignal:
+    """The first Ctrl-C or SIGTERM asks the run to stop at the end of the current step (or evaluation batch) and save
+    a checkpoint; a second Ctrl-C stops at once. Installed first thing in main(), so a signal during setup is not
+    lost; a context manager, so the previous handlers come back when the run returns."""
 
-    def __init__(self):
+    def __enter__(self):
         self.requested = False
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, self.handle)
+        self.previous = {sig: signal.signal(sig, self.handle) for sig in (signal.SIGINT, signal.SIGTERM)}
+        return self
+
+    def __exit__(self, *exc):
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
 
     def handle(self, signum, frame):
         if self.requested and signum == signal.SIGINT:
             raise KeyboardInterrupt
         self.requested = True
-        print(f"\n{signal.Signals(signum).name} received: saving a checkpoint after this iteration "
+        print(f"\n{signal.Signals(signum).name} received: saving a checkpoint after this step "
               "(Ctrl-C again to stop without saving)", flush=True)
+
+
+class StopVote:
+    """Whether to stop now; under DDP every rank must stop at the same step, and torchrun kills its workers 30 s
+    after its own SIGTERM, so the ranks vote at every step, not at log steps. The vote is an all-reduce (max) of
+    each rank's flag on a CPU (gloo) group of its own, asynchronous: the vote started at one poll is read at the
+    next, so it never waits on the GPU, and a stop lands on every rank within two steps. Every rank polls at the
+    same points (each training step, each evaluation batch), so the votes line up."""
+
+    def __init__(self, signal_, env):
+        self.signal, self.ddp, self.pending = signal_, env.ddp, None
+        if self.ddp:
+            self.group = dist.new_group(backend='gloo')
+
+    def poll(self):
+        if not self.ddp:
+            return self.signal.requested
+        agreed = False
+        if self.pending is not None:
+            work, flag = self.pending
+            work.wait()
+            agreed = flag.item() > 0
+        flag = torch.tensor([int(self.signal.requested)], dtype=torch.int32)
+        self.pending = (dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=self.group, async_op=True), flag)
+        return agreed
+
+    def close(self):
+        if self.pending is not None:
+            self.pending[0].wait()
+            self.pending = None
+
+
+def master_first(env, fn):
+    """fn() on rank 0 only (checks and writes in the run folder), its value there and None elsewhere. Under DDP every
+    rank then raises rank 0's error, if it had one, so that all ranks leave together with one message instead of
+    waiting in a collective for a rank that is gone."""
+    err = value = None
+    if env.master:
+        try:
+            value = fn()
+        except Exception as e:  # noqa: BLE001: passed on to the other ranks, then raised here too
+            err = e
+    if env.ddp:
+        box = [err]
+        dist.broadcast_object_list(box, src=0)
+        err = box[0]
+    if err is not None:
+        raise err
+    return value
+
+
+class RunDir:
+    """Rank 0's hold on out_dir: made if missing, checked writable, and locked for the run's life (flock on
+    out_dir/.lock), so that a second run into the same folder is refused, naming the holder, instead of the two
+    overwriting each other's files. The kernel drops the lock when the process dies: a crash leaves no stale lock.
+    close() removes the lock, and the folder itself when this run made it and left nothing in it."""
+
+    def __init__(self, out_dir):
+        self.path, self.lock = out_dir, None
+        self.made = not os.path.isdir(out_dir)
+        try:
+            os.makedirs(out_dir, exist_ok=True)
+        except OSError as e:
+            raise RunError(f"cannot make out_dir {out_dir}: {e.strerror}; pick another --out_dir") from None
+        if not os.access(out_dir, os.W_OK | os.X_OK):
+            raise RunError(f"out_dir {out_dir} is not writable (permission denied): pick another --out_dir")
+        if fcntl is not None:
+            self.take_lock()
+
+    def take_lock(self):
+        f = open(os.path.join(self.path, '.lock'), 'a+')
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            holder = f.read().strip() or 'another process'
+            f.close()
+            raise RunError(f"out_dir {self.path} is in use by another run ({holder}): wait for it to end, or pick "
+                           f"another --out_dir") from None
+        f.seek(0)
+        f.truncate()
+        f.write(f"pid {os.getpid()} on {socket.gethostname()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+        f.flush()
+        self.lock = f
+
+    def close(self):
+        if self.lock is not None:
+            os.unlink(self.lock.name)  # still held: a run that opened the old file is refused, a later one locks anew
+            self.lock.close()
+            self.lock = None
+        if self.made and os.path.isdir(self.path):  # a failed start leaves no empty folder behind
+            log = os.path.join(self.path, 'log.jsonl')
+            if os.path.isfile(log) and os.path.getsize(log) == 0:
+                os.remove(log)
+            if not os.listdir(self.path):
+                os.rmdir(self.path)
+
+
+def read_log_lines(path):
+    """log.jsonl as (line, record) pairs. A torn last line (no newline: a crash or a full disk mid-write) is dropped
+    with a warning; any other line that is not JSON is an error naming the file and the line."""
+    with open(path, 'rb') as f:
+        lines = f.readlines()
+    out = []
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            out.append((line, json.loads(line)))
+        except json.JSONDecodeError as e:
+            if n == len(lines) and not line.endswith(b'\n'):
+                print(f"warning: {path}: dropped its torn last line {n} ({line[:40]!r}...), as a crash leaves it")
+                continue
+            raise RunError(f"{path}, line {n}, is not JSON ({e.msg}): mend or delete that line to resume") from None
+    return out
+
+
+def start_wandb(cfg, wandb_id):
+    """wandb.init with wandb's conventions: wandb_mode=None leaves the mode to wandb (WANDB_MODE, else online)."""
+    try:
+        import wandb
+    except ImportError:
+        raise RunError("wandb_log=True but wandb is not installed: pip install wandb") from None
+    try:
+        return wandb.init(project=cfg['wandb_project'], name=cfg['wandb_run_name'] or None, config=cfg,
+                          mode=cfg['wandb_mode'], dir=cfg['out_dir'], id=wandb_id,
+                          resume='allow' if wandb_id else None)
+    except Exception as e:  # noqa: BLE001: wandb raises its own types (no API key, no network, ...)
+        raise RunError(f"wandb could not start ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); "
+                       f"log in with `wandb login`, or log locally with WANDB_MODE=offline (or --wandb_mode=offline), "
+                       f"or drop --wandb_log") from None
 
 
 class RunLog:
     """Rank 0's outputs: log.jsonl (every log and eval line; on resume, lines past the checkpoint are dropped),
-    the console (through the tqdm bar when there is one) and wandb. On other ranks it writes nothing."""
+    the console (through the tqdm bar when there is one) and wandb. On other ranks it writes nothing, and with
+    eval_only it leaves log.jsonl alone."""
 
     def __init__(self, cfg, iter_num, wandb_id, active):
         self.file = self.wandb = self.bar = None
+        self.active = active
         if not active:
             return
-        path = run_path(cfg, 'log.jsonl')
-        kept = b''
-        if cfg['init_from'] == 'resume' and os.path.exists(path):
-            with open(path, 'rb') as f:
-                kept = b''.join(l for l in f if l.strip() and json.loads(l).get('iter', 0) <= iter_num)
-        atomic_write(path, lambda f: f.write(kept))
-        self.file = open(path, 'a')
         if cfg['wandb_log']:
-            import wandb
-            self.wandb = wandb.init(project=cfg['wandb_project'], name=cfg['wandb_run_name'] or None, config=cfg,
-                                    mode=cfg['wandb_mode'], dir=cfg['out_dir'], id=wandb_id,
-                                    resume='allow' if wandb_id else None)
+            self.wandb = start_wandb(cfg, wandb_id)
+        if not cfg['eval_only']:
+            path = run_path(cfg, 'log.jsonl')
+            kept = b''
+            if cfg['init_from'] == 'resume' and os.path.exists(path):
+                kept = b''.join(line for line, rec in read_log_lines(path) if rec.get('iter', 0) <= iter_num)
+            atomic_write(path, lambda f: f.write(kept))
+            self.file = open(path, 'a')
         if sys.stderr.isatty() and not cfg['eval_only']:
             from tqdm import tqdm
             self.bar = tqdm(total=cfg['max_iters'], initial=iter_num, dynamic_ncols=True, desc='train')
@@ -240,7 +449,8 @@ class RunLog:
             self.wandb.log({k: v for k, v in record.items() if k != 'iter'}, step=record['iter'])
 
     def say(self, text):
-        (self.bar.write if self.bar is not None else print)(text)
+        if self.active:
+            (self.bar.write if self.bar is not None else print)(text)
 
     def step(self):
         if self.bar is not None:
@@ -258,7 +468,8 @@ class RunLog:
 
 class Throughput:
     """Tokens/s, ms per iteration and MFU of each log window, and the run's tokens/s, which leaves out the first
-    window (warm-up, compilation) and the time spent evaluating, checkpointing and logging."""
+    window (warm-up, compilation) and the time spent evaluating, checkpointing and logging. A monotonic clock: a
+    wall-clock jump cannot make an interval zero or negative."""
 
     def __init__(self, cfg, env, model):
         self.tokens_per_iter = cfg['gradient_accumulation_steps'] * cfg['batch_size'] * cfg['block_size']
@@ -268,7 +479,7 @@ class Throughput:
         self.start()
 
     def start(self):
-        self.started = self.window_start = time.time()
+        self.started = self.window_start = time.perf_counter()
         self.window_iters, self.train_time, self.train_tokens, self.first_window = 0, 0.0, 0, True
 
     def step(self):
@@ -276,17 +487,17 @@ class Throughput:
 
     @contextlib.contextmanager
     def paused(self):
-        t = time.time()
+        t = time.perf_counter()
         yield
-        self.window_start += time.time() - t
+        self.window_start += time.perf_counter() - t
 
     def close_window(self):
-        dt, n = time.time() - self.window_start, self.window_iters
+        dt, n = time.perf_counter() - self.window_start, self.window_iters
         if not self.first_window:
             self.train_time += dt
             self.train_tokens += n * self.tokens_per_iter
         self.first_window = False
-        self.window_start, self.window_iters = time.time(), 0
+        self.window_start, self.window_iters = time.perf_counter(), 0
         return dict(tokens_per_sec=n * self.tokens_per_iter / dt, ms_per_iter=1000 * dt / n,
                     mfu=self.flops_per_iter * n / dt / self.peak if self.peak else None)
 
@@ -329,7 +540,10 @@ def setup_processes(cfg):
         if cfg['gradient_accumulation_steps'] % world:
             raise ValueError(f"gradient_accumulation_steps={cfg['gradient_accumulation_steps']} must be divisible by "
                              f"the number of processes ({world}): it is the global number of micro-batches per step")
-        dist.init_process_group(backend='nccl' if device.startswith('cuda') else 'gloo')
+        # every rank evaluates its share, but rank 0 writes checkpoints while the others wait in the next step's
+        # all-reduce: 30 minutes, not NCCL's default 10, leaves room for a large model on a slow shared disk
+        dist.init_process_group(backend='nccl' if device.startswith('cuda') else 'gloo',
+                                timeout=datetime.timedelta(minutes=30))
     if device_type == 'cuda':
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
@@ -339,17 +553,26 @@ def setup_processes(cfg):
                accum=cfg['gradient_accumulation_steps'] // world)
 
 
-def setup_data(cfg, env):
-    """Rank 0 checks the run folder and prepares the dataset if needed; then every rank opens the train and val
-    splits. vocab_size, unless set, comes from the dataset's meta.json."""
-    T = cfg['block_size']
-    if env.master:
-        os.makedirs(cfg['out_dir'], exist_ok=True)
+def open_run(cfg):
+    """Rank 0, before any training: the run folder (made, checked and locked; not for eval_only, which writes
+    nothing), no earlier run's checkpoints in the way of a scratch run, and the dataset prepared."""
+    run_dir = None if cfg['eval_only'] else RunDir(cfg['out_dir'])
+    try:
         if cfg['init_from'] == 'scratch':
             refuse_to_overwrite(run_path(cfg), run_path(cfg, 'best.pt'))
         ensure_data(cfg['dataset'])
-    if env.ddp:
-        dist.barrier()
+    except BaseException:
+        if run_dir is not None:
+            run_dir.close()
+        raise
+    return run_dir
+
+
+def setup_data(cfg):
+    """Every rank opens the train and val splits; vocab_size, unless set, comes from the dataset's meta.json.
+    Returns the splits and the tokenizer's description, which checkpoints carry so that sample.py can decode
+    without the dataset."""
+    T = cfg['block_size']
     meta = load_meta(cfg['dataset'])
     if cfg['vocab_size'] is None:
         cfg['vocab_size'] = meta.get('vocab_size', 50304)  # GPT-2's 50257 padded to a multiple of 64
@@ -361,7 +584,8 @@ def setup_data(cfg, env):
     for name, d in zip(('train', 'val'), splits):
         if len(d['tokens']) <= T:
             raise ValueError(f"{name}.bin has {len(d['tokens'])} tokens, fewer than block_size + 1 = {T + 1}")
-    return splits
+    tokenizer = {k: meta[k] for k in ('tokenizer', 'itos') if k in meta} or dict(tokenizer='gpt2')
+    return splits, tokenizer
 
 
 @dataclass
@@ -369,36 +593,64 @@ class TrainState:
     """The model and optimizer, and what the loop advances and checkpoints hold."""
     model: torch.nn.Module       # what training calls: raw_model, compiled and/or wrapped in DDP
     raw_model: GPT
-    eval_model: torch.nn.Module  # rank 0 evaluates alone, outside DDP
+    eval_model: torch.nn.Module  # what evaluation calls: outside DDP (each rank evaluates its share)
     optimizer: torch.optim.Optimizer
     scaler: torch.amp.GradScaler
     first_bad: torch.Tensor      # the first iteration with a non-finite loss (-1: none), tracked without syncs
+    tokenizer: dict              # how the tokens decode (the dataset's meta.json), kept in every checkpoint
     iter_num: int = 0
+    start_iter: int = 0          # where this process started: a stop before any step has nothing new to save
     best_val_loss: float = float('inf')
     last_eval: dict = field(default_factory=dict)  # the last eval's losses: an eval iteration is evaluated once
     wandb_id: typing.Optional[str] = None
 
 
-def load_resumed(cfg, path, master):
+# keys that say where and how a run is computed, logged or saved, not what it computes: a resume may change them
+FREE_ON_RESUME = ('out_dir', 'init_from', 'eval_only', 'device', 'dtype', 'compile', 'wandb_log', 'wandb_project',
+                  'wandb_run_name', 'wandb_mode', 'log_interval', 'always_save_checkpoint')
+
+
+def check_resume_config(cfg, saved, explicit, path):
+    """A resume continues the run exactly, so a training key whose value differs from the run's is refused, each
+    named, unless it was given on the command line: that changes the run on purpose (--max_iters, to extend it).
+    Returns the accepted changes."""
+    changed = {k: (saved[k], cfg[k]) for k in DEFAULTS
+               if k not in MODEL_KEYS and k not in FREE_ON_RESUME and k in saved and saved[k] != cfg[k]}
+    refused = [k for k in changed if k not in explicit]
+    if refused:
+        was = ', '.join(f"{k}={changed[k][0]!r}" for k in refused)
+        now = ', '.join(f"{k}={changed[k][1]!r}" for k in refused)
+        raise ValueError(f"{path} was trained with {was}; this config gives {now}. A resume continues the run "
+                         f"exactly, so these must match: resume with the run's own config, or change the run on "
+                         f"purpose by giving each on the command line ("
+                         + ' '.join(f"--{k}={changed[k][1]!r}" for k in refused) + ")")
+    return changed
+
+
+def load_resumed(cfg, path, explicit, master):
     """ckpt.pt's model and contents; the architecture comes from the checkpoint, so cfg's model keys are set."""
     model, ckpt = load_checkpoint(path, 'cpu')
     for k in MODEL_KEYS:
         if cfg[k] != DEFAULTS[k] and cfg[k] != ckpt['model_args'][k] and master:
             print(f"warning: {k}={cfg[k]!r} ignored: the checkpoint's model has {k}={ckpt['model_args'][k]!r}")
         cfg[k] = ckpt['model_args'][k]
+    changed = check_resume_config(cfg, ckpt.get('config', {}), explicit, path)
+    if master:
+        for k, (was, now) in changed.items():
+            print(f"resume: {k} changes from {was!r} to {now!r}, as the command line asks")
     if ckpt['iter_num'] > cfg['max_iters']:
         raise ValueError(f"{path} is at iteration {ckpt['iter_num']}, past max_iters={cfg['max_iters']}: "
                          f"set --max_iters to {ckpt['iter_num']} or more to continue it")
     return model, ckpt
 
 
-def setup_model(cfg, env):
+def setup_model(cfg, env, tokenizer, explicit=()):
     """The model, its optimizer and GradScaler: from scratch, or from ckpt.pt with its iteration, best val loss,
     last eval and wandb run."""
     torch.manual_seed(cfg['seed'])
     ckpt = {}
     if cfg['init_from'] == 'resume':
-        raw_model, ckpt = load_resumed(cfg, run_path(cfg), env.master)
+        raw_model, ckpt = load_resumed(cfg, run_path(cfg), explicit, env.master)
     else:
         raw_model = GPT(GPTConfig(**{k: cfg[k] for k in MODEL_KEYS}))
     raw_model.to(env.device)
@@ -415,14 +667,28 @@ def setup_model(cfg, env):
         from torch.nn.parallel import DistributedDataParallel as DDP
         model = DDP(model, device_ids=[env.local_rank] if env.device_type == 'cuda' else None)
     state = TrainState(model, raw_model, model.module if env.ddp else model, optimizer, scaler,
-                       first_bad=torch.tensor(-1, device=env.device))
+                       first_bad=torch.tensor(-1, device=env.device), tokenizer=tokenizer)
     if ckpt:
-        state.iter_num, state.best_val_loss = ckpt['iter_num'], ckpt['best_val_loss']
+        state.iter_num = state.start_iter = ckpt['iter_num']
+        state.best_val_loss = ckpt['best_val_loss']
         state.wandb_id = ckpt.get('wandb_run_id')
         # a checkpoint saved by a stop at an eval iteration has not had that eval yet, so the resumed run does it.
         # Older checkpoints were always taken as evaluated.
         state.last_eval = ckpt.get('last_eval', dict(iter=state.iter_num))
     return state
+
+
+def mend_best(cfg, state):
+    """Rank 0, on resume: ckpt.pt is written before best.pt, so a crash between the two at an eval that improved
+    leaves best.pt behind. Then ckpt.pt's weights are that best state, and best.pt is written from them."""
+    ev = state.last_eval
+    if ev.get('iter') != state.iter_num or ev.get('val_loss') != state.best_val_loss or state.iter_num == 0:
+        return
+    path = run_path(cfg, 'best.pt')
+    if os.path.exists(path) and torch.load(path, map_location='cpu', weights_only=True).get('iter_num') == ev['iter']:
+        return
+    print(f"{path} is behind {run_path(cfg)} (a stop between the two writes at iteration {ev['iter']}): mending it")
+    save_checkpoint(cfg, state, None, 'best.pt')
 
 
 def check_causality(cfg, env, state):
@@ -440,34 +706,40 @@ def check_causality(cfg, env, state):
         print("causal=False: attention sees later tokens, so this is not a causal language model (no causality check)")
 
 
-def train(cfg, env, state, log, clock, train_data, val_data):
-    """The loop: evaluate where due (rank 0), one optimizer step, log every log_interval steps. Returns True when
-    stopped by Ctrl-C or SIGTERM (after saving ckpt.pt), False at max_iters or after eval_only's eval."""
-    stopper = GracefulExit()
+def train(cfg, env, state, log, clock, data, stop):
+    """The loop: evaluate where due, one optimizer step, log every log_interval steps. Returns True when stopped by
+    Ctrl-C or SIGTERM (after saving ckpt.pt), False at max_iters or after eval_only's eval. A stop lands at the end
+    of the step or evaluation batch in progress (stop.poll(): every rank at the same point)."""
     while True:
         lr = get_lr(state.iter_num, cfg)
         for group in state.optimizer.param_groups:
             group['lr'] = lr
-        if env.master and eval_due(cfg, state):
+        if eval_due(cfg, state):
             with clock.paused():  # evaluation and checkpointing are not training time
-                evaluate(cfg, env, state, log, lr, train_data, val_data)
+                if not evaluate(cfg, env, state, log, lr, data, stop):
+                    return save_at_stop(cfg, env, state, log)
         if state.iter_num == cfg['max_iters'] or cfg['eval_only']:
             return False
-        loss_sum = train_step(cfg, env, state, train_data)
+        loss_sum = train_step(cfg, env, state, data[0])
         clock.step()
         log.step()
-        stop = stopper.requested
         if state.iter_num % cfg['log_interval'] == 0:
-            stop = log_step(cfg, env, state, log, clock, loss_sum, lr, stop)
-        elif env.ddp:
-            stop = False  # only acted on at log steps, where all ranks agree
-        if stop:
-            if env.master:
-                check_finite(cfg, state)
-                save_checkpoint(cfg, state, log)
-                log.say(f"stopped at iteration {state.iter_num}; {run_path(cfg)} saved. "
-                        "Continue with --init_from=resume")
-            return True
+            log_step(cfg, env, state, log, clock, loss_sum, lr)
+        if stop.poll():
+            return save_at_stop(cfg, env, state, log)
+
+
+def save_at_stop(cfg, env, state, log):
+    """After a stop: ckpt.pt at this iteration, where this process trained since its start, and a word on resuming."""
+    if cfg['eval_only']:
+        return True
+    trained = state.iter_num > state.start_iter
+    if trained:
+        check_finite(cfg, env, state, weights=True)
+        master_first(env, lambda: save_checkpoint(cfg, state, log))
+    log.say(f"stopped at iteration {state.iter_num}; " + (f"{run_path(cfg)} saved" if trained else
+            "nothing new to save") + ". Continue with --init_from=resume")
+    return True
 
 
 def eval_due(cfg, state):
@@ -479,40 +751,57 @@ def eval_due(cfg, state):
 
 
 @torch.no_grad()
-def estimate_loss(cfg, env, model, train_data, val_data):
-    """Mean loss over eval_iters batches per split; the same batches at every eval (less noise between evals)."""
-    out = {}
+def estimate_loss(cfg, env, model, data, stop):
+    """Mean loss over eval_iters batches per split; the same batches at every eval (less noise between evals). Under
+    DDP rank r evaluates batches r, r + world, ... and one all-reduce gathers them, so the mean is the same as one
+    process's. None when a stop was asked for during it (polled once per round of `world` batches, so that every
+    rank polls as often)."""
     model.eval()
-    for split_id, (split, data) in enumerate((('train', train_data), ('val', val_data))):
-        losses = torch.zeros(cfg['eval_iters'])
-        for k in range(cfg['eval_iters']):
-            X, Y = get_batch(data, batch_rng(cfg['seed'], 1, split_id, k), cfg['batch_size'], cfg['block_size'],
-                             env.device)
-            with env.autocast:
-                _, loss = model(X, Y)
-            losses[k] = loss.item()
-        out[split] = losses.mean().item()
-    model.train()
-    return out
+    try:
+        losses = torch.zeros(2, cfg['eval_iters'])
+        for split_id, split in enumerate(data):
+            for k in range(env.rank, cfg['eval_iters'] + env.rank, env.world):
+                if k < cfg['eval_iters']:
+                    X, Y = get_batch(split, batch_rng(cfg['seed'], 1, split_id, k), cfg['batch_size'],
+                                     cfg['block_size'], env.device)
+                    with env.autocast:
+                        _, loss = model(X, Y)
+                    losses[split_id, k] = loss.item()
+                if stop.poll():
+                    return None
+        if env.ddp:
+            losses = losses.to(env.device)
+            dist.all_reduce(losses)  # each batch's loss is nonzero on one rank only
+            losses = losses.cpu()
+        return dict(train=losses[0].mean().item(), val=losses[1].mean().item())
+    finally:
+        model.train()
 
 
-def evaluate(cfg, env, state, log, lr, train_data, val_data):
-    """Rank 0: the train and val losses, logged; best.pt when val loss improved; ckpt.pt per always_save_checkpoint."""
-    check_finite(cfg, state)
-    losses = estimate_loss(cfg, env, state.eval_model, train_data, val_data)
+def evaluate(cfg, env, state, log, lr, data, stop):
+    """Every rank: the train and val losses; rank 0 logs them and writes best.pt when val loss improved and ckpt.pt
+    per always_save_checkpoint. ckpt.pt first: a crash between the two leaves a resumable run, and the resume mends
+    best.pt (mend_best). False when stopped during the evaluation (which the resumed run redoes)."""
+    losses = estimate_loss(cfg, env, state.eval_model, data, stop)
+    if losses is None:
+        return False
     state.last_eval = dict(iter=state.iter_num, train_loss=losses['train'], val_loss=losses['val'], lr=lr,
                            **lambda_metrics(state.raw_model.lambda_table()))
     log.say(f"step {state.iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
+    check_finite(cfg, env, state, losses, weights=not cfg['eval_only'])
     if cfg['eval_only']:  # a look at a checkpoint: its run's log and checkpoints stay as they were
-        return
+        return True
     log.write(dict(state.last_eval, kind='eval'))
     improved = losses['val'] < state.best_val_loss
     state.best_val_loss = min(state.best_val_loss, losses['val'])
-    if state.iter_num > 0 and improved:
-        # before ckpt.pt: after a crash between the two, the resume redoes this eval and this write
-        save_checkpoint(cfg, state, log, 'best.pt')
-    if state.iter_num > 0 and (improved or cfg['always_save_checkpoint']):
-        save_checkpoint(cfg, state, log)
+
+    def save():
+        if state.iter_num > 0 and (improved or cfg['always_save_checkpoint']):
+            save_checkpoint(cfg, state, log)
+        if state.iter_num > 0 and improved:
+            save_checkpoint(cfg, state, log, 'best.pt')
+    master_first(env, save)
+    return True
 
 
 def train_step(cfg, env, state, data):
@@ -544,60 +833,92 @@ def train_step(cfg, env, state, data):
     return loss_sum
 
 
-def log_step(cfg, env, state, log, clock, loss_sum, lr, stop):
-    """Every log_interval steps: the step's loss over all ranks and rank 0's log line. Returns whether to stop
-    (any rank asked to)."""
-    loss, stop = log_step_sync(loss_sum, stop, env.ddp, env.world)  # a sync: the window now holds all its work
+def log_step(cfg, env, state, log, clock, loss_sum, lr):
+    """Every log_interval steps: the step's loss over all ranks and rank 0's log line, once every rank's losses are
+    known to be finite (so log.jsonl never holds a NaN)."""
+    loss = mean_over_ranks(loss_sum, env.ddp, env.world)  # a sync: the window now holds all its work
     window = clock.close_window()
-    if env.master:
-        with clock.paused():
-            check_finite(cfg, state)
+    with clock.paused():
+        check_finite(cfg, env, state)
+        if env.master:
             log.write(dict(iter=state.iter_num, kind='train', loss=loss, lr=lr, **window,
                            **lambda_metrics(state.raw_model.lambda_table())))
             log.say(f"iter {state.iter_num}: loss {loss:.4f}, time {window['ms_per_iter']:.0f}ms, "
                     f"{window['tokens_per_sec']:,.0f} tok/s"
                     + (f", mfu {window['mfu'] * 100:.2f}%" if window['mfu'] is not None else ''))
-    return stop
 
 
-def check_finite(cfg, state):
-    bad = int(state.first_bad.item())
+def check_finite(cfg, env, state, losses=None, weights=False):
+    """Stop before anything non-finite is logged or saved: a training loss on any rank (the first bad iteration, the
+    minimum over ranks), the eval losses, and before a save the weights (equal on every rank, so every rank reaches
+    the same verdict). Every rank calls it at the same points: it is collective under DDP."""
+    bad = state.first_bad
+    if env.ddp:
+        bad = torch.where(bad < 0, torch.iinfo(torch.int64).max, bad.long()).reshape(1)
+        dist.all_reduce(bad, op=dist.ReduceOp.MIN)
+        bad = torch.where(bad == torch.iinfo(torch.int64).max, -1, bad)
+    bad = int(bad.item())
+    what = None
     if bad >= 0:
-        raise FloatingPointError(f"non-finite loss at iteration {bad}; stopping. {run_path(cfg)} still holds "
-                                 f"the last good state (try a lower learning_rate or grad_clip)")
+        what = f"non-finite training loss at iteration {bad}"
+    elif losses is not None and not all(math.isfinite(v) for v in losses.values()):
+        what = f"non-finite eval loss at iteration {state.iter_num} ({losses})"
+    elif weights and not torch.stack([torch.isfinite(p).all() for p in state.raw_model.parameters()]).all():
+        what = f"non-finite weights at iteration {state.iter_num}"
+    if what:
+        kept = run_path(cfg)
+        held = (f"{kept} still holds the last good state" if os.path.exists(kept) else "nothing was saved")
+        raise FloatingPointError(f"{what}; stopping. {held} (try a lower learning_rate, or grad_clip)")
 
 
 def save_checkpoint(cfg, state, log, name='ckpt.pt'):
     """ckpt.pt: everything a resume needs. best.pt, for sampling and evaluation: the weights only (a third of
     ckpt.pt with AdamW). No RNG state: batches and dropout masks are pure functions of (seed, iteration,
-    micro-batch)."""
+    micro-batch). Both carry the tokenizer, so that sample.py decodes without the dataset. The write is atomic: a
+    full disk leaves the previous file as it was, and an error that says so."""
     raw = state.raw_model
     ckpt = dict(format=CHECKPOINT_FORMAT, model=raw.state_dict(), model_args=asdict(raw.config),
-                iter_num=state.iter_num, best_val_loss=state.best_val_loss, last_eval=state.last_eval, config=cfg)
+                iter_num=state.iter_num, best_val_loss=state.best_val_loss, last_eval=state.last_eval, config=cfg,
+                tokenizer=state.tokenizer)
     if name == 'ckpt.pt':
         ckpt['optimizer'] = state.optimizer.state_dict()
         if state.scaler.is_enabled():
             ckpt['scaler'] = state.scaler.state_dict()
-        if log.wandb_id is not None:
-            ckpt['wandb_run_id'] = log.wandb_id  # a resumed run continues the same wandb curves
-    atomic_write(run_path(cfg, name), lambda f: torch.save(ckpt, f))
+        wandb_id = log.wandb_id if log is not None else state.wandb_id
+        if wandb_id is not None:
+            ckpt['wandb_run_id'] = wandb_id  # a resumed run continues the same wandb curves
+    path = run_path(cfg, name)
+    try:
+        atomic_write(path, lambda f: torch.save(ckpt, f))
+    except OSError as e:
+        where = f"{path} still holds iteration {_saved_iter(path)}" if os.path.exists(path) else f"no {name} yet"
+        raise RunError(f"could not write {path} at iteration {state.iter_num} ({e.strerror or e}); {where}. Free "
+                       f"space or fix the folder's permissions, then continue with --init_from=resume") from None
+
+
+def _saved_iter(path):
+    try:
+        return torch.load(path, map_location='cpu', weights_only=True)['iter_num']
+    except Exception:  # noqa: BLE001: only for the message
+        return '?'
 
 
 def finish(cfg, env, state, log, clock, stopped):
-    """Rank 0: ckpt.pt and summary.json when the run finished (trained to max_iters and evaluated there; a stop at
-    max_iters is not: its resume does that eval), then the lambda table."""
+    """ckpt.pt and summary.json when the run finished (trained to max_iters and evaluated there; a stop at max_iters
+    is not: its resume does that eval), then the lambda table. Rank 0 writes; every rank takes part."""
+    finished = state.iter_num == cfg['max_iters'] and not stopped and not cfg['eval_only']
+    if finished and state.iter_num > state.start_iter:
+        check_finite(cfg, env, state, weights=True)
+        master_first(env, lambda: save_checkpoint(cfg, state, log))
     if not env.master:
         return
-    finished = state.iter_num == cfg['max_iters'] and not stopped and not cfg['eval_only']
-    if finished:
-        save_checkpoint(cfg, state, log)
     table = state.raw_model.lambda_table()
     last, best = state.last_eval, state.best_val_loss
     summary = dict(
         config=cfg, n_params=state.raw_model.get_num_params(), iter=state.iter_num, finished=finished,
         final_train_loss=last.get('train_loss'), final_val_loss=last.get('val_loss'),
         final_eval_iter=last.get('iter'), best_val_loss=best if best < float('inf') else None,
-        lambda_table=table, tokens_per_sec=clock.tokens_per_sec(), wall_time_s=time.time() - clock.started,
+        lambda_table=table, tokens_per_sec=clock.tokens_per_sec(), wall_time_s=time.perf_counter() - clock.started,
         peak_memory_mb=peak_memory_mb(env.device), device=env.device, dtype=env.dtype, world_size=env.world,
         compile=env.compile, torch_version=torch.__version__)
     if finished:
@@ -611,28 +932,49 @@ def finish(cfg, env, state, log, clock, stopped):
 
 def main(argv):
     cfg = parse_config(argv)
-    env = setup_processes(cfg)
-    train_data, val_data = setup_data(cfg, env)
-    state = setup_model(cfg, env)
-    clock = Throughput(cfg, env, state.raw_model)
-    if env.master:
-        print(f"device {env.device} ({env.world} process{'es' if env.world > 1 else ''}), dtype {env.dtype}, "
-              f"compile {env.compile}, {clock.tokens_per_iter:,} tokens per iteration")
-    check_causality(cfg, env, state)
-    log = RunLog(cfg, state.iter_num, state.wandb_id, active=env.master)
-    clock.start()  # the run's wall time and tokens/s count from here
-    stopped = train(cfg, env, state, log, clock, train_data, val_data)
-    finish(cfg, env, state, log, clock, stopped)
-    if env.ddp:
-        dist.destroy_process_group()
+    with StopSignal() as stop_signal:  # first: a stop during setup is acted on, not lost
+        env = setup_processes(cfg)
+        run_dir = None
+        try:
+            run_dir = master_first(env, lambda: open_run(cfg))
+            if env.master:
+                for w in config_warnings(cfg):
+                    print(f"warning: {w}")
+            data, tokenizer = setup_data(cfg)
+            state = setup_model(cfg, env, tokenizer, explicit_keys(argv))
+            if cfg['init_from'] == 'resume' and not cfg['eval_only']:
+                master_first(env, lambda: mend_best(cfg, state))
+            clock = Throughput(cfg, env, state.raw_model)
+            if env.master:
+                print(f"device {env.device} ({env.world} process{'es' if env.world > 1 else ''}), dtype {env.dtype}, "
+                      f"compile {env.compile}, {clock.tokens_per_iter:,} tokens per iteration")
+            check_causality(cfg, env, state)
+            log = master_first(env, lambda: RunLog(cfg, state.iter_num, state.wandb_id, active=True))
+            log = log or RunLog(cfg, state.iter_num, state.wandb_id, active=False)
+            clock.start()  # the run's wall time and tokens/s count from here
+            stop = StopVote(stop_signal, env)
+            try:
+                stopped = train(cfg, env, state, log, clock, data, stop)
+                finish(cfg, env, state, log, clock, stopped)
+            finally:
+                stop.close()
+        finally:
+            if run_dir is not None:
+                run_dir.close()
+            if env.ddp:
+                dist.destroy_process_group()  # also after an error: no rank exits with its process group alive
     return 130 if stopped else 0  # stopped by a signal: not finished, so scripts (ablate.sh) can tell
 
 
 if __name__ == '__main__':
     try:
         sys.exit(main(sys.argv[1:]))
-    except (ValueError, FileNotFoundError, FileExistsError, FloatingPointError) as e:
+    except (ValueError, OSError, FloatingPointError, RunError) as e:  # FileNotFoundError, FileExistsError: OSErrors
         if os.environ.get('TRAIN_DEBUG'):
             raise
-        print(f"error: {e}", file=sys.stderr)
+        if int(os.environ.get('RANK', 0)) == 0:  # under DDP every rank has the error; one message is enough
+            print(f"error: {e}", file=sys.stderr)
         sys.exit(1)
+    except KeyboardInterrupt:  # a second Ctrl-C: stop without saving
+        print("stopped without saving", file=sys.stderr)
+        sys.exit(130)

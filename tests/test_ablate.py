@@ -150,7 +150,8 @@ def test_ablate_analyze_failing_after_training_and_stopped_by_sigterm(tmp_path):
     p.send_signal(signal.SIGTERM)
     out = p.communicate(timeout=120)[0]
     assert p.returncode == 130 and 'interrupted' in out and time.time() - t0 < 60, out
-    assert (run / 'FAILED').read_text().strip() == '143' and not (run / 'analysis.json').exists()
+    assert f'stopped {run}: analyze.py' in out
+    assert not (run / 'FAILED').exists() and not (run / 'analysis.json').exists()  # stopped, not failed
 
 
 @pytest.mark.parametrize('jobs,seeds', [('1', '1'), ('2', '1 2')])
@@ -165,12 +166,50 @@ def test_ablate_sigterm_saves_every_run_in_progress(tmp_path, jobs, seeds):
     deadline = time.time() + 300
     while not all(l.exists() and l.stat().st_size > 0 for l in logs) and time.time() < deadline:
         time.sleep(0.5)
+    t0 = time.time()
     p.send_signal(signal.SIGTERM)  # to the sweep alone, as a scheduler would: it passes the TERM to every run
     out = p.communicate(timeout=300)[0]
     assert p.returncode == 130 and 'interrupted' in out, out
+    assert time.time() - t0 < 30 and 'save a checkpoint' in out, out  # said at once, done within seconds
+    assert 'FAILED' not in out, out
     for l in logs:
         assert (l.parent / 'ckpt.pt').exists() and not (l.parent / 'summary.json').exists()
-        assert (l.parent / 'FAILED').read_text().strip() == '130'  # stopped, not finished: a re-launch resumes
+        assert not (l.parent / 'FAILED').exists()  # stopped, not failed: a re-launch resumes it
+        assert f'stopped {l.parent}: stopped at iteration' in out
+
+
+def test_ablate_stops_within_seconds_inside_an_evaluation(tmp_path):
+    """A long evaluation (here 100000 batches at step 0) no longer holds a stop back until it ends."""
+    env = dict(os.environ, PROFILE='cpu', VARIANTS='nanogpt', DEPTHS='3L', SWEEP='t', RUNS_DIR=str(tmp_path),
+               PYTHON=sys.executable)
+    args = [a for a in TINY if not a.startswith('--eval_iters')]
+    p = subprocess.Popen(['bash', os.path.join(ROOT, 'ablate.sh'), *args, '--eval_iters=100000'], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    log = tmp_path / 't' / 'nanogpt_3L_s1337' / 'train.log'
+    deadline = time.time() + 120
+    while not (log.exists() and 'tokens per iteration' in log.read_text()) and time.time() < deadline:
+        time.sleep(0.2)
+    time.sleep(1)
+    t0 = time.time()
+    p.send_signal(signal.SIGTERM)
+    out = p.communicate(timeout=300)[0]
+    assert p.returncode == 130 and time.time() - t0 < 15, out
+    assert 'FAILED' not in out and 'nothing new to save' in log.read_text()
+
+
+def test_ablate_without_a_profile_on_a_cpu_says_which_to_pick(tmp_path):
+    env = dict(os.environ, RUNS_DIR=str(tmp_path), PYTHON=sys.executable)
+    env.pop('PROFILE', None)
+    p = subprocess.run(['bash', os.path.join(ROOT, 'ablate.sh')], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 2 and 'PROFILE=demo' in p.stderr and not any(tmp_path.iterdir()), p.stderr
+
+
+def test_ablate_demo_profile_runs_the_seeds_five(tmp_path):
+    out = sweep(tmp_path, PROFILE='demo', VARIANTS='nanogpt', DEPTHS='3L')
+    s = json.load(open(tmp_path / 't' / 'nanogpt_3L_s1337' / 'summary.json'))
+    assert s['finished'] and s['config']['batch_size'] == 2  # the extra --key=value win over the profile
+    assert 'done   ' in out
 
 
 def _summary(d, train, val, lambdas=None):

@@ -178,3 +178,18 @@ def test_train_and_eval_end_to_end(tmp_path):
     res = json.load(open(out / 'needle_eval.json'))
     assert (res['checkpoint'], res['iter'], res['device'], res['dtype']) == (str(out / 'best.pt'), best_iter, 'cpu',
                                                                              'bfloat16')
+
+
+def test_attention_figure_labels_whole_layers(monkeypatch):
+    pytest.importorskip('matplotlib')
+    from dataset import ensure_data, load_meta
+    from model import GPT, GPTConfig
+    ensure_data('needle')
+    meta = load_meta('needle')
+    model = GPT(GPTConfig(n_layer=3, n_head=2, n_embd=16, block_size=meta['record_len'] - 1,
+                          vocab_size=meta['vocab_size'])).eval()
+    figs = []
+    monkeypatch.setattr(needle_eval, 'save_figure', lambda fig, path: figs.append(fig))
+    assert needle_eval.heatmap(model, meta, 'unused.png', seed=1)
+    ax = figs[0].axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ['1', '2', '3'] and len(figs[0].axes) == 2

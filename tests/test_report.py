@@ -3,6 +3,7 @@ import json
 import math
 import os
 import shutil
+import subprocess
 import sys
 
 import pytest
@@ -432,3 +433,40 @@ def test_rerender_check_on_a_synthetic_committed_sweep(tmp_path):
     (sweep / 'results.md').write_text(text.replace('1.5', '1.6', 1))  # a hand edit is caught
     (tmp_path / 'b').mkdir()
     assert not rerender_matches(str(sweep), str(tmp_path / 'b'))
+
+
+def _figures(monkeypatch, module):
+    """The figures a module saves, kept open instead of written."""
+    figs = []
+    monkeypatch.setattr(module, 'save_figure', lambda fig, path: figs.append(fig))
+    return figs
+
+
+def test_val_loss_plot_shows_every_point_and_report_cli_errors(tmp_path, monkeypatch):
+    pytest.importorskip('matplotlib')
+    for s in (1, 2):
+        make_run(tmp_path, f'nanogpt_3L_s{s}', 1.5 + s / 100)
+    figs = _figures(monkeypatch, report)
+    report.plots(report.plot_data(report.load_runs(str(tmp_path))), str(tmp_path))
+    ax = figs[0].axes[0]
+    ys = [y for line in ax.get_lines() for y in line.get_ydata()]
+    lo, hi = ax.get_ylim()
+    assert max(ys) == pytest.approx(4.0) and lo <= min(ys) and max(ys) <= hi  # iteration 0 is not clipped
+    for args, rc, text in ((['--help'], 0, 'sweep folder'), ([str(tmp_path / 'none')], 1, 'is not a folder')):
+        p = subprocess.run([sys.executable, os.path.join(ROOT, 'report.py'), *args], capture_output=True, text=True,
+                           timeout=120)
+        assert p.returncode == rc and text in p.stdout + p.stderr and 'Traceback' not in p.stderr, p.stderr
+
+
+def test_attention_map_figure_has_a_log_colour_scale(monkeypatch):
+    pytest.importorskip('matplotlib')
+    import torch
+    import analyze
+    from matplotlib.colors import LogNorm
+    from model import GPT, GPTConfig
+    model = GPT(GPTConfig(n_layer=2, n_head=2, n_embd=16, block_size=32, vocab_size=11)).eval()
+    figs = _figures(monkeypatch, analyze)
+    assert analyze.heatmaps(model, torch.randint(11, (1, 32)), 'unused.png')
+    images = [im for ax in figs[0].axes for im in ax.get_images()]
+    assert len(images) == 2 and all(isinstance(im.norm, LogNorm) for im in images)
+    assert len(figs[0].axes) == 3  # a panel per layer and the colour bar

@@ -147,18 +147,19 @@ def main_stopped_at(out_dir, stop_at, *args):
     """train.main in this process, sent SIGTERM during the training step that ends at iteration `stop_at` (one
     micro-batch per step), so the stop saves the checkpoint at exactly that iteration."""
     import model as model_mod
-    forward, calls = model_mod.GPT.forward, []
+    forward, calls, armed = model_mod.GPT.forward, [], []
 
     def forward_then_sigterm(self, idx, targets=None):
         calls.append(self.training)
-        if self.training and sum(calls) == stop_at:
-            os.kill(os.getpid(), signal.SIGTERM)  # handled by train.GracefulExit, as a real SIGTERM
+        if armed and self.training and sum(calls) == stop_at:
+            os.kill(os.getpid(), signal.SIGTERM)  # handled by train.StopSignal, as a real SIGTERM
         return forward(self, idx, targets)
     guard = train.check_causal
 
     def guard_then_count(*a, **k):  # the causality check's forwards come first: count training's from zero
         guard(*a, **k)
         calls.clear()
+        armed.append(True)
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     model_mod.GPT.forward, train.check_causal = forward_then_sigterm, guard_then_count
     try:
@@ -272,7 +273,7 @@ def test_nonfinite_loss_stops_and_keeps_last_good_checkpoint(tmp_path, monkeypat
         guard(*a, **k)
         poisoned.calls = 0
     monkeypatch.setattr(train, 'check_causal', guard_then_count)
-    with pytest.raises(FloatingPointError, match='non-finite loss at iteration 6'):
+    with pytest.raises(FloatingPointError, match='non-finite training loss at iteration 6'):
         train.main([*TINY, f'--out_dir={out}', '--max_iters=12', '--eval_interval=4', '--init_from=resume'])
     assert (out / 'ckpt.pt').read_bytes() == good
 
@@ -306,7 +307,7 @@ def test_eval_only_evaluates_a_checkpoint_off_the_schedule_and_writes_nothing(tm
 def test_resume_past_max_iters_is_an_error(tmp_path):
     out = tmp_path / 'o'
     run_train(out, '--max_iters=4', '--eval_interval=2')
-    p = run_train(out, '--max_iters=2', '--init_from=resume', check=False)
+    p = run_train(out, '--max_iters=2', '--eval_interval=2', '--init_from=resume', check=False)
     assert p.returncode == 1 and 'is at iteration 4, past max_iters=2' in p.stderr
 
 
@@ -438,6 +439,88 @@ def test_sample_py_generates_text(tmp_path):
         assert s.startswith('ROMEO:') and len(s) == len('ROMEO:') + 20
     assert samples[0] != samples[1]
 
+
+
+def test_sample_py_refuses_a_noncausal_model_and_decodes_without_the_dataset(tmp_path):
+    out = tmp_path / 'o'
+    run_train(out, '--max_iters=2', '--eval_interval=2', '--causal=False')
+    cmd = [sys.executable, os.path.join(ROOT, 'sample.py'), f'--out_dir={out}', '--num_samples=1',
+           '--max_new_tokens=5']
+    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 1 and 'causal=False model' in p.stderr and 'Traceback' not in p.stderr, p.stderr
+    p = subprocess.run(cmd + ['--allow_noncausal'], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    # a checkpoint copied to a machine without data/<dataset>/meta.json: it carries its own tokenizer
+    ckpt = torch.load(out / 'ckpt.pt', weights_only=True)
+    assert ckpt['tokenizer']['tokenizer'] == 'char' and len(ckpt['tokenizer']['itos']) == 65
+    ckpt['config']['dataset'] = 'not_on_this_machine'
+    torch.save(ckpt, out / 'ckpt.pt')
+    p = subprocess.run(cmd + ['--allow_noncausal', '--start=ROMEO:'], cwd=ROOT, capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0 and 'ROMEO:' in p.stdout, p.stderr
+    del ckpt['tokenizer']  # an older checkpoint of a 65-symbol model, and no meta.json: no GPT-2 BPE guess
+    torch.save(ckpt, out / 'ckpt.pt')
+    p = subprocess.run(cmd + ['--allow_noncausal'], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 1 and 'cannot decode' in p.stderr and 'Traceback' not in p.stderr, p.stderr
+
+
+def test_sample_py_without_a_run_names_the_runs_there_are(tmp_path):
+    run_train(tmp_path / 'out' / 'diff_3L', '--max_iters=2', '--eval_interval=2')
+    p = subprocess.run([sys.executable, os.path.join(ROOT, 'sample.py')], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 1 and 'out/diff_3L' in p.stderr and '--out_dir' in p.stderr, p.stderr
+
+
+# --- what a new user trips over
+
+def test_wandb_follows_its_own_environment_variables(tmp_path):
+    pytest.importorskip('wandb')
+    env = {k: v for k, v in os.environ.items() if not k.startswith('WANDB_')}
+    env.update(WANDB_MODE='offline', WANDB_SILENT='true', WANDB_DIR=str(tmp_path), HOME=str(tmp_path))  # no API key
+    out = tmp_path / 'o'
+    run_train(out, '--max_iters=2', '--eval_interval=2', '--wandb_log=True', env=env)
+    assert len(list((out / 'wandb').glob('offline-run-*'))) == 1
+
+
+@pytest.mark.parametrize('arg,message', [('--max_iters=-5', 'max_iters=-5 must be >= 0'),
+                                         ('--batch_size=0', 'batch_size=0 must be >= 1'),
+                                         ('--beta2=1.5', 'beta2=1.5 must be below 1'),
+                                         ('--n_embd=30', 'n_embd=30 must be divisible by n_head')])
+def test_out_of_range_values_are_config_errors(arg, message):
+    with pytest.raises(ValueError, match=message):
+        train.parse_config([arg])
+
+
+def test_cli_errors_help_and_warnings_need_no_traceback(tmp_path):
+    p = subprocess.run([sys.executable, os.path.join(ROOT, 'train.py'), '--help'], cwd=ROOT, capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0 and 'learning_rate=0.0003' in p.stdout and "README's config table" in p.stdout
+    assert len(p.stdout.splitlines()) <= 25  # one screen
+    out = tmp_path / 'new'
+    for arg, message in (('--device=cuda', 'CPU build'), ('--dataset=no_such_data', "dataset 'no_such_data'")):
+        p = run_train(out, '--max_iters=2', arg, check=False)
+        assert p.returncode == 1 and message in p.stderr and 'Traceback' not in p.stderr, p.stderr
+        assert not out.exists()  # a failed start leaves no empty out_dir behind
+    p = run_train(out, '--max_iters=3', '--lr_decay_iters=200', '--eval_interval=3')
+    assert 'warning: lr_decay_iters=200 is past max_iters=3' in p.stdout
+
+
+def test_resume_refuses_changed_training_settings_unless_given_explicitly(tmp_path):
+    out = tmp_path / 'o'
+    run_train(out, '--max_iters=4', '--lr_decay_iters=30', '--eval_interval=2')
+    cfg = tmp_path / 'other.py'
+    cfg.write_text("batch_size = 32\nlr_decay_iters = 200\n")
+    tiny = [a for a in TINY if not a.startswith('--batch_size')]  # the config file's batch_size=32 applies
+    p = subprocess.run([sys.executable, os.path.join(ROOT, 'train.py'), str(cfg), *tiny, f'--out_dir={out}',
+                        '--max_iters=6', '--eval_interval=2', '--init_from=resume'],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 1, p.stdout
+    assert 'batch_size=8' in p.stderr and 'lr_decay_iters=30' in p.stderr and 'batch_size=32' in p.stderr
+    assert load_checkpoint(str(out / 'ckpt.pt'))[1]['iter_num'] == 4  # nothing trained
+    p = run_train(out, '--max_iters=6', '--eval_interval=2', '--lr_decay_iters=60', '--init_from=resume')
+    assert 'lr_decay_iters changes from 30 to 60' in p.stdout
+    s = json.load(open(out / 'summary.json'))
+    assert s['iter'] == 6 and s['config']['lr_decay_iters'] == 60
 
 # --- data
 

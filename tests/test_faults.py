@@ -1,0 +1,247 @@
+"""train.py under faults: NaN on any rank, stops under torchrun, one rank's error, a full disk, two runs in one
+folder, a torn log. Each test fails without its fix (issue 31); the README's "What survives what" table sums up."""
+import json
+import math
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+import dataset  # noqa: E402
+import train  # noqa: E402
+from model import load_checkpoint  # noqa: E402
+from test_train import TINY, read_log, run_train  # noqa: E402
+
+TORCHRUN = [sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2']
+ENV1 = dict(os.environ, OMP_NUM_THREADS='1')
+
+
+@pytest.fixture(scope='module', autouse=True)
+def shakespeare_char():
+    dataset.ensure_data('shakespeare_char')
+
+
+def stub(tmp_path, body=''):
+    """train.py as a script with `body` run first (e.g. a patch that poisons one rank's loss)."""
+    path = tmp_path / 'train_stub.py'
+    path.write_text(f"import os, sys\nsys.path.insert(0, {ROOT!r})\nimport train, model\n{body}\n"
+                    f"if __name__ == '__main__':\n"
+                    f"    try:\n        sys.exit(train.main(sys.argv[1:]))\n"
+                    f"    except (ValueError, OSError, FloatingPointError, train.RunError) as e:\n"
+                    f"        if int(os.environ.get('RANK', 0)) == 0:\n"
+                    f"            print(f'error: {{e}}', file=sys.stderr)\n"
+                    f"        sys.exit(1)\n")
+    return str(path)
+
+
+def finite_checkpoint(path):
+    """A checkpoint whose weights and recorded losses are all finite."""
+    m, ckpt = load_checkpoint(str(path))
+    losses = [v for k, v in ckpt['last_eval'].items() if k.endswith('loss')] + [ckpt['best_val_loss']]
+    return all(torch.isfinite(p).all() for p in m.parameters()) and all(math.isfinite(v) for v in losses)
+
+
+def no_nan_in_log(out):
+    return all(math.isfinite(v) for r in read_log(out) for k, v in r.items() if k.endswith('loss'))
+
+
+# --- 1. nothing non-finite is saved or logged
+
+def test_a_diverging_run_saves_no_nan_checkpoint(tmp_path):
+    out = tmp_path / 'o'
+    p = run_train(out, '--max_iters=4', '--eval_interval=1', '--learning_rate=1e30', check=False)
+    assert p.returncode == 1 and 'non-finite' in p.stderr and 'Traceback' not in p.stderr, p.stderr
+    for name in ('ckpt.pt', 'best.pt'):
+        assert not (out / name).exists() or finite_checkpoint(out / name), name
+    assert no_nan_in_log(out)
+
+
+POISON_RANK1_AT_2 = '''
+forward, step = model.GPT.forward, train.train_step
+def poisoned_step(cfg, env, state, data):
+    if env.rank == 1 and state.iter_num == 2:  # rank 1's loss is NaN at iteration 2, rank 0's is not
+        model.GPT.forward = lambda self, idx, targets=None: (lambda o: (o[0], o[1] * float('nan')))(
+            forward(self, idx, targets))
+    try:
+        return step(cfg, env, state, data)
+    finally:
+        model.GPT.forward = forward
+train.train_step = poisoned_step
+'''
+
+
+def test_nan_on_another_rank_stops_every_rank_before_the_save(tmp_path):
+    """Rank 1's loss is NaN at iteration 2; the eval at 3 comes before any log step. Every rank stops there with
+    the first bad iteration, 2, and no checkpoint is written with the NaN weights the all-reduce spread."""
+    out = tmp_path / 'o'
+    p = subprocess.run([*TORCHRUN, stub(tmp_path, POISON_RANK1_AT_2), *TINY, f'--out_dir={out}', '--max_iters=6',
+                        '--eval_interval=3', '--log_interval=100', '--gradient_accumulation_steps=2'],
+                       cwd=ROOT, capture_output=True, text=True, env=ENV1, timeout=300)
+    assert p.returncode != 0
+    assert 'non-finite training loss at iteration 2' in p.stderr, p.stdout + p.stderr
+    assert not (out / 'ckpt.pt').exists() and not (out / 'best.pt').exists()
+    assert no_nan_in_log(out)
+
+
+# --- 2. a stop under torchrun reaches every rank within a step
+
+def test_sigterm_to_torchrun_saves_within_seconds(tmp_path):
+    out = tmp_path / 'o'
+    p = subprocess.Popen([*TORCHRUN, os.path.join(ROOT, 'train.py'), *TINY, f'--out_dir={out}',
+                          '--max_iters=1000000', '--eval_interval=1000000', '--log_interval=100000',
+                          '--gradient_accumulation_steps=2'],
+                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV1)
+    deadline = time.time() + 180
+    while time.time() < deadline and not (out / 'log.jsonl').exists():  # the step-0 eval has been written
+        time.sleep(0.2)
+    time.sleep(2)  # training under way, far from any log step
+    t0 = time.time()
+    p.send_signal(signal.SIGTERM)
+    output = p.communicate(timeout=120)[0]
+    assert time.time() - t0 < 20, output  # torchrun kills its workers 30 s after its own SIGTERM
+    _, ckpt = load_checkpoint(str(out / 'ckpt.pt'))
+    assert ckpt['iter_num'] > 0 and 'stopped at iteration' in output, output
+
+
+# --- 3. an error on rank 0 alone: every rank leaves with one message
+
+RECORD_ERRORS = '''
+main = train.main
+def recording_main(argv):  # each rank writes down the error it left with
+    try:
+        return main(argv)
+    except Exception as e:
+        with open(os.environ['ERRORS_DIR'] + f"/rank{os.environ['RANK']}", 'w') as f:
+            f.write(f"{type(e).__name__}: {e}")
+        raise
+train.main = recording_main
+'''
+
+
+def test_an_error_found_by_rank_0_ends_every_rank_with_one_message(tmp_path):
+    """A scratch run into a folder with a checkpoint: rank 0 finds it before any collective; every rank must leave
+    with that error (not wait in a collective for rank 0, or die there with a gloo error), printed once."""
+    out = tmp_path / 'o'
+    run_train(out, '--max_iters=2', '--eval_interval=2')
+    env = dict(ENV1, ERRORS_DIR=str(tmp_path))
+    p = subprocess.run([*TORCHRUN, stub(tmp_path, RECORD_ERRORS), *TINY, f'--out_dir={out}', '--max_iters=2',
+                        '--gradient_accumulation_steps=2'],
+                       cwd=ROOT, capture_output=True, text=True, env=env, timeout=300)
+    text = p.stdout + p.stderr
+    assert p.returncode != 0
+    assert text.count('exists: continue it with --init_from=resume') == 1, text
+    assert 'gloo' not in text.lower() and 'Connection closed' not in text, text
+    for rank in (0, 1):
+        assert (tmp_path / f'rank{rank}').read_text().startswith('FileExistsError: '), text
+
+
+# --- 4. a full disk or an unwritable out_dir
+
+def test_a_full_disk_keeps_the_run_resumable_and_leaves_no_tmp(tmp_path):
+    out = tmp_path / 'o'
+    out.mkdir()
+    os.symlink('/dev/full', out / 'ckpt.pt.tmp')  # every write of ckpt.pt fails with ENOSPC
+    p = run_train(out, '--max_iters=4', '--eval_interval=2', check=False)
+    assert p.returncode == 1 and 'No space left on device' in p.stderr and 'Traceback' not in p.stderr, p.stderr
+    assert not os.path.lexists(out / 'ckpt.pt.tmp')  # the partial file is removed
+    assert not (out / 'best.pt').exists()  # ckpt.pt first: never a best.pt without its ckpt.pt
+    run_train(out, '--max_iters=4', '--eval_interval=2')  # so the run can simply start again
+
+
+def test_a_stop_between_ckpt_and_best_is_mended_on_resume(tmp_path):
+    out = tmp_path / 'o'
+    out.mkdir()
+    os.symlink('/dev/full', out / 'best.pt.tmp')  # ckpt.pt at iteration 2 is written, then best.pt fails
+    p = run_train(out, '--max_iters=4', '--eval_interval=2', check=False)
+    assert p.returncode == 1 and 'best.pt' in p.stderr
+    _, ckpt = load_checkpoint(str(out / 'ckpt.pt'))
+    assert ckpt['iter_num'] == 2 and not (out / 'best.pt').exists()
+    p = run_train(out, '--max_iters=4', '--eval_interval=2', '--init_from=resume')
+    assert 'mending it' in p.stdout
+    evals = [r for r in read_log(out) if r['kind'] == 'eval']
+    best = min(evals, key=lambda r: r['val_loss'])
+    _, b = load_checkpoint(str(out / 'best.pt'))
+    assert (b['iter_num'], b['best_val_loss']) == (best['iter'], best['val_loss'])
+
+
+def test_an_out_dir_that_cannot_be_made_or_written_is_a_clear_error(tmp_path, monkeypatch):
+    (tmp_path / 'file').write_text('x')
+    p = run_train(tmp_path / 'file' / 'run', '--max_iters=2', check=False)
+    assert p.returncode == 1 and 'cannot make out_dir' in p.stderr and 'Traceback' not in p.stderr, p.stderr
+    monkeypatch.setattr(train.os, 'access', lambda path, mode: False)  # a read-only folder (tests run as root)
+    with pytest.raises(train.RunError, match='is not writable'):
+        train.main([*TINY, f'--out_dir={tmp_path / "ro"}', '--max_iters=2'])
+
+
+# --- 5. two runs in one out_dir
+
+def test_a_second_run_into_a_busy_out_dir_is_refused_naming_the_holder(tmp_path):
+    out = tmp_path / 'o'
+    first = subprocess.Popen([sys.executable, os.path.join(ROOT, 'train.py'), *TINY, f'--out_dir={out}',
+                              '--max_iters=1000000', '--eval_interval=1000000'],
+                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline and not (out / 'log.jsonl').exists():
+            time.sleep(0.2)
+        p = run_train(out, '--max_iters=2', '--seed=2', check=False)
+        assert p.returncode == 1 and f'in use by another run (pid {first.pid}' in p.stderr, p.stderr
+    finally:
+        first.send_signal(signal.SIGTERM)
+        first.communicate(timeout=120)
+    assert first.returncode == 130
+    assert not (out / '.lock').exists()  # released at the end
+    assert load_checkpoint(str(out / 'ckpt.pt'))[1]['config']['seed'] == 1337  # the first run's, untouched
+
+
+# --- 6. a torn last line in log.jsonl
+
+def test_a_torn_last_log_line_is_dropped_and_other_corruption_named(tmp_path):
+    out = tmp_path / 'o'
+    run_train(out, '--max_iters=4', '--eval_interval=2')
+    good = (out / 'log.jsonl').read_text()
+    with open(out / 'log.jsonl', 'a') as f:
+        f.write('{"iter": 5, "kind": "tr')
+    p = run_train(out, '--max_iters=6', '--eval_interval=2', '--init_from=resume')
+    assert 'torn last line' in p.stdout
+    log = read_log(out)
+    assert [r['iter'] for r in log][:len(good.splitlines())] == [json.loads(l)['iter'] for l in good.splitlines()]
+    assert log[-1]['iter'] == 6
+    lines = (out / 'log.jsonl').read_text().splitlines()
+    lines[2] = lines[2][:10]  # corruption that is not at the end
+    (out / 'log.jsonl').write_text('\n'.join(lines) + '\n')
+    p = run_train(out, '--max_iters=8', '--eval_interval=2', '--init_from=resume', check=False)
+    assert p.returncode == 1 and 'log.jsonl, line 3, is not JSON' in p.stderr, p.stderr
+
+
+# --- 7. smaller ones
+
+def test_main_restores_the_signal_handlers_and_survives_a_clock_jump(tmp_path, monkeypatch):
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    monkeypatch.setattr(train.time, 'time', lambda: 1e9)  # a frozen (or jumping) wall clock
+    assert train.main([*TINY, f'--out_dir={tmp_path / "o"}', '--max_iters=3', '--eval_interval=3']) == 0
+    assert {s: signal.getsignal(s) for s in before} == before
+
+
+def test_a_dataset_without_its_meta_json_is_prepared_again(tmp_path, monkeypatch):
+    """prepare.py writes meta.json last; a run that finds the .bin files but no meta.json must not go on with the
+    default vocab_size."""
+    d = tmp_path / 'data' / 'toy'
+    d.mkdir(parents=True)
+    (d / 'prepare.py').write_text("import json, os\nimport numpy as np\nh = os.path.dirname(__file__)\n"
+                                  "np.zeros(100, np.uint16).tofile(os.path.join(h, 'train.bin'))\n"
+                                  "np.zeros(100, np.uint16).tofile(os.path.join(h, 'val.bin'))\n"
+                                  "json.dump({'vocab_size': 7}, open(os.path.join(h, 'meta.json'), 'w'))\n")
+    monkeypatch.setattr(dataset, 'data_dir', lambda name: str(tmp_path / 'data' / name))
+    import numpy as np
+    np.zeros(100, np.uint16).tofile(d / 'train.bin')
+    np.zeros(100, np.uint16).tofile(d / 'val.bin')  # as if prepare.py were still at work
+    dataset.ensure_data('toy')
+    assert dataset.load_meta('toy')['vocab_size'] == 7
