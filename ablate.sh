@@ -6,6 +6,7 @@
 #   PROFILE=cpu ./ablate.sh                       # shortened schedule, 3L and 6L, about an hour on 2 CPU cores
 #   PROFILE=cpu_long SEEDS="1 2 3" ./ablate.sh    # 500 steps at lr 1e-3, 3L: where the variants separate on a CPU
 #   CAUSAL=0 PROFILE=cpu_long ./ablate.sh         # the same runs without the causal mask, in a sweep of their own
+#   LEAK=zero_future PROFILE=cpu_long ./ablate.sh # the causal mask with a bug (model.py's leak), a sweep of its own
 #   SEEDS="1 2 3" NPROC=4 ./ablate.sh             # three seeds, each run on 4 GPUs with torchrun
 #   SEEDS="1 2 3" JOBS=8 ./ablate.sh              # eight runs at a time on one GPU
 #   VARIANTS="nanogpt diff" DEPTHS=6L ./ablate.sh --dropout=0.1    # extra --key=value go to every run
@@ -14,6 +15,8 @@
 #   PROFILE   full | cpu | cpu_long | demo    (default full where torch sees a GPU; without one, say which)
 #   CAUSAL    1 | 0                           (default 1; 0 adds --causal=False to every run and names the sweep
 #                                              shakespeare_<profile>_noncausal: attention that sees the future)
+#   LEAK      none | zero_future | off_by_one (default none; else adds --causal=False --leak=LEAK and names the
+#                                              sweep shakespeare_<profile>_leak_<LEAK>: a masking bug reproduced)
 #   VARIANTS  config name stems               (default: the seed's five, then gated softmax1 diff_gated)
 #   ARCH      nanogpt | llama                 (default nanogpt; llama prefixes each variant with llama_, the
 #                                              Diff paper's RMSNorm/SwiGLU/RoPE layer: configs/llama_*_6L.py)
@@ -78,6 +81,12 @@ case "$PROFILE" in
         SCHEDULE=(--max_iters=100 --lr_decay_iters=100 --warmup_iters=10 --learning_rate=1e-3 --min_lr=1e-4
                   --batch_size=16 --dropout=0.0 --eval_interval=50 --eval_iters=5 --log_interval=10) ;;
   *)    echo "ablate.sh: PROFILE=$PROFILE is not one of: full cpu cpu_long demo" >&2; exit 2 ;;
+esac
+LEAK=${LEAK:-none}
+case "$LEAK" in
+  none) ;;
+  zero_future|off_by_one) SCHEDULE+=(--causal=False --leak="$LEAK"); SWEEP=${SWEEP:-shakespeare_${PROFILE}_leak_$LEAK} ;;
+  *) echo "ablate.sh: LEAK=$LEAK is not one of: none zero_future off_by_one" >&2; exit 2 ;;
 esac
 case "${CAUSAL:-1}" in
   1) SWEEP=${SWEEP:-shakespeare_$PROFILE} ;;

@@ -13,6 +13,7 @@ embeddings). With default flags the model *is* nanoGPT's. The flags swap in:
   softmax1=True    softmax-1, exp(x_i) / (1 + sum_j exp(x_j)) (Kaul et al. 2025)
   n_kv_head=...    grouped-query attention
   mask_self=True   a query does not attend to its own position (Reformer's shared-QK rule)
+  leak=...         reproductions of causal-mask bugs, for explaining the seed notes' table; never a default
   norm/mlp/pos     the Diff paper's macro architecture: RMSNorm, SwiGLU, RoPE
 
 They compose; GPTConfig.__post_init__ rejects combinations that mean nothing.
@@ -55,6 +56,10 @@ class GPTConfig:
     n_kv_head: Optional[int] = None  # grouped-query attention; None = n_head
     causal: bool = True
     mask_self: bool = False   # no query attends to its own key, unless it has no other (Kitaev et al. 2020)
+    # a causal mask applied wrongly, to test which bug gives the seed notes' losses (results/seed_table_explained.md):
+    # 'zero_future' (future scores 0 instead of -inf) | 'off_by_one' (key t + 1 visible). Not a causal model: the
+    # causality check refuses it, so a run with a leak says causal=False
+    leak: str = 'none'
     lambda_init: Optional[float] = None  # diff: a constant lambda_init instead of the depth schedule
     lambda_init_depth_offset: int = 0    # diff: schedule depth = layer index (0-based) + offset
     # --- macro architecture ---
@@ -67,6 +72,7 @@ class GPTConfig:
         def bad(msg):
             raise ValueError(f"GPTConfig: {msg}")
         choices = dict(attn=('softmax', 'diff', 'diffv2', 'cosine'), gate=('none', 'headwise', 'elementwise'),
+                       leak=('none', 'zero_future', 'off_by_one'),
                        gate_pos=('sdpa', 'value'), norm=('layernorm', 'rmsnorm'), mlp=('gelu', 'swiglu'),
                        pos=('learned', 'rope'))
         for k, allowed in choices.items():
@@ -94,6 +100,8 @@ class GPTConfig:
             bad(f"gate_pos={self.gate_pos!r} needs a gate; set gate='headwise' or 'elementwise'")
         if self.attn != 'diff' and (self.lambda_init is not None or self.lambda_init_depth_offset != 0):
             bad("lambda_init and lambda_init_depth_offset only apply to attn='diff'")
+        if self.leak != 'none' and self.mask_self:
+            bad(f"leak={self.leak!r} with mask_self=True: the leak reproduces a plain causal mask's bug")
         if self.pos == 'rope' and self.head_dim % 2:
             bad(f"pos='rope' needs an even head size, got {self.head_dim}")
 
@@ -275,7 +283,7 @@ class SelfAttention(nn.Module):
         self.n_head, self.n_kv_head = H, config.n_kv_head or H
         self.kind = config.attn  # 'softmax' | 'diff' | 'diffv2' | 'cosine'
         self.symmetric, self.softmax1, self.causal = config.symmetric, config.softmax1, config.causal
-        self.mask_self = config.mask_self
+        self.mask_self, self.leak = config.mask_self, config.leak
         self.gate, self.gate_pos, self.dropout = config.gate, config.gate_pos, config.dropout
         self.head_dim = hd = config.head_dim
         # query heads and key heads of size hd, value heads of size v_dim:
@@ -403,28 +411,38 @@ class SelfAttention(nn.Module):
         """(T, T) bool, True where query i may attend to key j: j <= i if causal; with mask_self not j = i,
         unless key i is the only key of row i (causal row 0, or T = 1)."""
         ok = torch.ones(T, T, dtype=torch.bool, device=device)
-        ok = ok.tril() if self.causal else ok
+        if self.causal or self.leak != 'none':  # leak: the causal mask, applied wrongly (see masked)
+            ok = ok.tril(1 if self.leak == 'off_by_one' else 0)  # off by one: query t also sees key t + 1
         if self.mask_self:
             eye = torch.eye(T, dtype=torch.bool, device=device)
             others = ok & ~eye
             ok = others | (eye & ~others.any(-1, keepdim=True))
         return ok
 
+    def masked(self, s, mask, fill):
+        """Scores (softmax) or weights (cosine) s with the keys `mask` forbids set to `fill`: -inf, or a cosine
+        weight of 0. leak='zero_future' reproduces a bug instead: the forbidden scores become 0, as `att * tril`,
+        `masked_fill(mask == 0, 0)` or an additive mask of zeros where -inf was meant give. A future key then keeps
+        weight exp(0) (a cosine's 1 + cos = 1): the future is seen as an average, never one chosen key."""
+        if self.leak == 'zero_future':
+            return s.masked_fill(~mask, 0.0 if fill == float('-inf') else 1.0)
+        return s.masked_fill(~mask, fill)
+
     def weights(self, q, k, lam=None):
         """The naive path: attention weights (B, H, T, T) built explicitly from the formulas."""
         T = q.size(2)
-        mask = self.allowed(T, q.device) if self.causal or self.mask_self else None
+        mask = self.allowed(T, q.device) if self.causal or self.mask_self or self.leak != 'none' else None
 
         def one_map(q, k):
             k = k.repeat_interleave(q.size(1) // k.size(1), dim=1)  # GQA: query head h uses kv head h // n_rep
             if self.kind == 'cosine':
                 w = 1 + F.normalize(upcast(q), dim=-1) @ F.normalize(upcast(k), dim=-1).transpose(-2, -1)
                 if mask is not None:
-                    w = w.masked_fill(~mask, 0.0)
+                    w = self.masked(w, mask, 0.0)
                 return w / w.sum(-1, keepdim=True).clamp_min(1e-6)
             s = (upcast(q) @ upcast(k).transpose(-2, -1)) * q.size(-1) ** -0.5
             if mask is not None:
-                s = s.masked_fill(~mask, float('-inf'))
+                s = self.masked(s, mask, float('-inf'))
             if not self.softmax1:
                 return torch.softmax(s, dim=-1)
             m = s.amax(-1, keepdim=True).clamp_min(0)  # shift by max(m, 0): the implicit zero logit is exp(-m)
@@ -445,7 +463,7 @@ class SelfAttention(nn.Module):
         elif self.kind == 'diffv2':
             lam = torch.sigmoid(self.lambda_proj(x)).transpose(1, 2).unsqueeze(-1).to(q.dtype)  # (B, H, T, 1)
         w = None
-        if return_weights or self.kind == 'cosine':
+        if return_weights or self.kind == 'cosine' or self.leak != 'none':  # a leak: the naive path only
             w = self.weights(q, k, lam)
             y = self.attn_dropout(w).to(v.dtype) @ v.repeat_interleave(self.n_head // self.n_kv_head, dim=1)
         elif self.kind in ('diff', 'diffv2'):

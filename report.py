@@ -272,6 +272,9 @@ def title(ok):
     what = {(True,): 'causal language model',
             (False,): 'attention without the causal mask: not a causal language model'}.get(
         tuple(causal), 'mixed: some runs without the causal mask (those are not causal language models)')
+    leak = [v for v in values(ok, 'leak', 'none') if v != 'none']
+    if leak:  # a reproduction of a masking bug (model.py, leak)
+        what = f"the causal mask applied with the bug leak={joined(leak)}: not a causal language model"
     head = (f"# {joined(values(ok, 'dataset'))}: {what}, {joined(values(ok, 'max_iters'))} steps at learning rate "
             f"{joined(values(ok, 'learning_rate'))}, dropout {joined(values(ok, 'dropout'))}")
     lines = [head]

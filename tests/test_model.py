@@ -1691,3 +1691,51 @@ def test_compile_has_no_graph_breaks_in_training(kw, dropout):
     torch._dynamo.reset()
     assert (e.graph_count, e.graph_break_count) == (1, 0), [str(r.reason)[:200] for r in e.break_reasons]
 
+
+
+# --- leak: reproductions of causal-mask bugs (issue 27), never a default
+
+def _leak_weights(leak, attn='softmax', symmetric=False, T=6):
+    torch.manual_seed(0)
+    m = GPT(GPTConfig(n_layer=1, n_head=2, n_embd=16, block_size=T, vocab_size=11, attn=attn, symmetric=symmetric,
+                      causal=False, leak=leak)).eval()
+    x = torch.randint(11, (1, T))
+    att = m.transformer.h[0].attn
+    q, k, _ = att.project(m.transformer.h[0].ln_1(m.transformer.wte(x) + m.transformer.wpe(torch.arange(T))))
+    return att, q, k, m.attention_maps(x)[0][0]
+
+
+def test_zero_future_gives_every_future_key_the_logit_0():
+    """softmax over [q k_j / sqrt(d) for j <= t] + [0 for j > t]: the future keeps weight exp(0) / Z."""
+    att, q, k, w = _leak_weights('zero_future')
+    s = (q @ k.transpose(-2, -1)) * q.size(-1) ** -0.5
+    future = torch.ones(6, 6, dtype=torch.bool).triu(1)
+    expected = torch.softmax(s.masked_fill(future, 0.0), dim=-1)[0]
+    torch.testing.assert_close(w, expected)
+    assert (w[:, future] > 0).all()
+    # cosine: 1 + cos(q_t, k_j) for j <= t, and 1 + 0 for every future key, divided by the row sum
+    _, q, k, wc = _leak_weights('zero_future', attn='cosine', symmetric=True)
+    raw = 1 + torch.nn.functional.normalize(q, dim=-1) @ torch.nn.functional.normalize(k, dim=-1).transpose(-2, -1)
+    raw = raw.masked_fill(future, 1.0)[0]
+    torch.testing.assert_close(wc, raw / raw.sum(-1, keepdim=True))
+
+
+def test_off_by_one_shows_exactly_the_next_key():
+    _, _, _, w = _leak_weights('off_by_one')
+    for t in range(6):
+        assert (w[:, t, :min(t + 2, 6)] > 0).all() and (w[:, t, t + 2:] == 0).all()
+
+
+@pytest.mark.parametrize('leak', ['zero_future', 'off_by_one'])
+def test_the_causality_check_refuses_a_leak_in_a_causal_model(leak):
+    m = GPT(GPTConfig(n_layer=2, n_head=2, n_embd=16, block_size=16, vocab_size=11, leak=leak))
+    with pytest.raises(M.CausalityError):
+        M.check_causal(m, 11, 16, 'cpu')
+
+
+def test_leak_is_validated():
+    with pytest.raises(ValueError, match="leak='sideways' is not one of"):
+        GPTConfig(leak='sideways')
+    with pytest.raises(ValueError, match='mask_self'):
+        GPTConfig(leak='zero_future', mask_self=True, causal=False)
+    assert GPTConfig().leak == 'none'

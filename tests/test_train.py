@@ -312,8 +312,9 @@ def test_resume_past_max_iters_is_an_error(tmp_path):
 
 
 def test_ddp_two_processes_equal_one_with_double_accumulation(tmp_path):
+    # eval_iters=3: rank 0 evaluates batches 0 and 2, rank 1 batch 1; the mean must be one process's
     common = ['--max_iters=3', '--lr_decay_iters=3', '--eval_interval=3', '--dropout=0.1', '--attn=diff',
-              '--gradient_accumulation_steps=2']
+              '--gradient_accumulation_steps=2', '--eval_iters=3']
     one, two = tmp_path / 'one', tmp_path / 'two'
     # train.py with a stubbed device peak, so that the logged MFU can be checked exactly
     stub = tmp_path / 'train_stub_peak.py'
