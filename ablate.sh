@@ -8,7 +8,7 @@
 #   CAUSAL=0 PROFILE=cpu_long ./ablate.sh         # the same runs without the causal mask, in a sweep of their own
 #   LEAK=zero_future PROFILE=cpu_long ./ablate.sh # the causal mask with a bug (model.py's leak), a sweep of its own
 #   SEEDS="1 2 3" NPROC=4 ./ablate.sh             # three seeds, each run on 4 GPUs with torchrun
-#   SEEDS="1 2 3" JOBS=8 ./ablate.sh              # eight runs at a time on one GPU
+#   SEEDS="1 2 3" JOBS=8 ./ablate.sh              # eight runs at a time, spread over every visible GPU
 #   VARIANTS="nanogpt diff" DEPTHS=6L ./ablate.sh --dropout=0.1    # extra --key=value go to every run
 #
 # Environment:
@@ -26,6 +26,9 @@
 #   RUNS_DIR  where sweeps live               (default runs)
 #   NPROC     processes per run (torchrun)    (default 1: plain python)
 #   JOBS      runs at once on the machine     (default 1; e.g. 8 for 3-8 layer models on one large GPU)
+#   GPUS      GPU indices the runs spread over (default: CUDA_VISIBLE_DEVICES if set, else every GPU nvidia-smi
+#                                              lists, else none: no GPU assignment). Slot k of JOBS gets
+#                                              CUDA_VISIBLE_DEVICES = the k-th group of NPROC of them, round robin
 #   ANALYZE   0 | 1                           (default 0; 1 runs analyze.py on each run this command names once
 #                                              it has finished, also on runs finished earlier, where there is a
 #                                              ckpt.pt and no analysis.json: the sink and outlier measures in
@@ -100,6 +103,22 @@ rm -f "$STOPPING"
 
 if [ "$NPROC" -gt 1 ]; then LAUNCH=(torchrun --standalone --nproc_per_node="$NPROC"); else LAUNCH=("$PYTHON"); fi
 
+# the GPUs: each of the JOBS slots gets its own group of NPROC of them (round robin when there are fewer GPUs than
+# slots), so a sweep fills every GPU of the machine rather than stacking its runs on GPU 0
+if [ -z "${GPUS:-}" ]; then
+  if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then GPUS=${CUDA_VISIBLE_DEVICES//,/ }
+  elif command -v nvidia-smi >/dev/null 2>&1; then GPUS=$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null)
+  fi
+fi
+read -r -a GPU_LIST <<< "$(echo ${GPUS:-})"
+slot_gpus() {  # slot -> its comma-separated GPU indices
+  local i out=()
+  for ((i = 0; i < NPROC; i++)); do out+=("${GPU_LIST[$(( ($1 * NPROC + i) % ${#GPU_LIST[@]} ))]}"); done
+  local IFS=,; echo "${out[*]}"
+}
+[ ${#GPU_LIST[@]} -gt 0 ] && echo "GPUs ${GPU_LIST[*]}: $JOBS slot(s) of $NPROC process(es), each on its own GPUs"
+slots=()  # the job running in each slot
+
 run_one() {  # cfg dir seed [extra args]: one run, its exit status in a FAILED file if it fails
   local cfg=$1 dir=$2 seed=$3 resume=() t0 rc; shift 3
   rm -f "$dir/FAILED"
@@ -172,7 +191,14 @@ for seed in $SEEDS; do  # seed by seed: a sweep stopped half-way leaves whole ta
       # JOBS runs at once (a small model leaves most of a GPU idle between its kernel launches). Each runs in the
       # background, also for JOBS=1, so that a signal reaches the trap above while the sweep waits
       while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n; done
-      ( trap '' INT TERM; "${job[@]}" ) &
+      running=" $(jobs -rp | tr '\n' ' ')"
+      for ((slot = 0; slot < JOBS; slot++)); do [[ "$running" == *" ${slots[$slot]:-none} "* ]] || break; done
+      if [ ${#GPU_LIST[@]} -gt 0 ]; then
+        ( trap '' INT TERM; export CUDA_VISIBLE_DEVICES; CUDA_VISIBLE_DEVICES=$(slot_gpus "$slot"); "${job[@]}" ) &
+      else
+        ( trap '' INT TERM; "${job[@]}" ) &
+      fi
+      slots[$slot]=$!
     done
   done
 done

@@ -269,3 +269,66 @@ def test_report_llama_runs_in_the_seed_layout(tmp_path):
     assert 'llama gpt+Diff λ1' in text.split('## Per-layer lambda')[1]
     other = text.split('## Other variants')[1].split('##')[0]
     assert '| | llama Gated (G1) |' in other and 'llama gpt+Sym' not in other
+
+
+def test_ablate_counts_a_launcher_that_exits_1_after_a_stop_as_stopped(tmp_path):
+    """torchrun passes a SIGTERM to its workers, which save and exit 130, and then exits 1 itself. A run that ends
+    while the sweep stops is stopped, not failed, whatever its launcher's status."""
+    launcher = tmp_path / 'torchrun_like.py'
+    launcher.write_text("import signal, subprocess, sys\n"
+                        "p = subprocess.Popen([sys.executable, *sys.argv[1:]])\n"
+                        "signal.signal(signal.SIGTERM, lambda s, f: p.send_signal(s))\n"
+                        "rc = p.wait()\nsys.exit(1 if rc == 130 else rc)\n")
+    wrapper = tmp_path / 'python'
+    wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} {launcher} \"$@\"\n")
+    wrapper.chmod(0o755)
+    env = dict(os.environ, PROFILE='cpu', VARIANTS='nanogpt', DEPTHS='3L', SWEEP='t', RUNS_DIR=str(tmp_path),
+               PYTHON=str(wrapper))
+    args = [a for a in TINY if not a.startswith(('--max_iters', '--lr_decay_iters', '--eval_interval'))]
+    p = subprocess.Popen(['bash', os.path.join(ROOT, 'ablate.sh'), *args, '--max_iters=100000',
+                          '--lr_decay_iters=100000', '--eval_interval=1000'], env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True)
+    run = tmp_path / 't' / 'nanogpt_3L_s1337'
+    deadline = time.time() + 300
+    while not ((run / 'log.jsonl').exists() and (run / 'log.jsonl').stat().st_size > 0) and time.time() < deadline:
+        time.sleep(0.5)
+    p.send_signal(signal.SIGTERM)
+    out = p.communicate(timeout=300)[0]
+    assert p.returncode == 130 and 'FAILED' not in out and f'stopped {run}' in out, out
+    assert (run / 'ckpt.pt').exists() and not (run / 'FAILED').exists()
+
+
+def _recording_python(tmp_path):
+    """A PYTHON for ablate.sh that records each train.py run's CUDA_VISIBLE_DEVICES, then runs it."""
+    wrapper = tmp_path / 'python'
+    wrapper.write_text(f"#!/bin/sh\ncase \"$*\" in *train.py*) echo \"${{CUDA_VISIBLE_DEVICES-unset}} $*\" >> "
+                       f"{tmp_path}/gpus.log ;; esac\nexec {sys.executable} \"$@\"\n")
+    wrapper.chmod(0o755)
+    return str(wrapper)
+
+
+@pytest.mark.parametrize('gpus,expected', [(None, {'0', '1', '2'}), ('5 7', {'5', '7'})])
+def test_ablate_spreads_its_slots_over_every_gpu(tmp_path, gpus, expected):
+    bin_dir = tmp_path / 'bin'
+    bin_dir.mkdir()
+    (bin_dir / 'nvidia-smi').write_text("#!/bin/sh\nprintf '0\\n1\\n2\\n'\n")  # three GPUs
+    (bin_dir / 'nvidia-smi').chmod(0o755)
+    env = dict(PATH=f"{bin_dir}:{os.environ['PATH']}", JOBS='3', PYTHON=_recording_python(tmp_path),
+               CUDA_VISIBLE_DEVICES='')  # empty: not set, on a GPU machine too
+    if gpus:
+        env['GPUS'] = gpus
+    out = sweep(tmp_path, VARIANTS='nanogpt diff sym', DEPTHS='3L', **env)
+    runs = [l.split(' ', 1) for l in (tmp_path / 'gpus.log').read_text().splitlines()]
+    assert len(runs) == 3 and {g for g, _ in runs} == expected, runs
+    if not gpus:  # three slots, three GPUs: one run on each
+        assert sorted(g for g, _ in runs) == ['0', '1', '2'] and 'GPUs 0 1 2: 3 slot(s)' in out
+
+
+def test_ablate_without_gpus_sets_no_device(tmp_path):
+    bin_dir = tmp_path / 'bin'
+    bin_dir.mkdir()
+    (bin_dir / 'nvidia-smi').write_text("#!/bin/sh\nexit 0\n")  # a machine without GPUs, on a GPU machine too
+    (bin_dir / 'nvidia-smi').chmod(0o755)
+    sweep(tmp_path, VARIANTS='nanogpt', DEPTHS='3L', PATH=f"{bin_dir}:{os.environ['PATH']}", CUDA_VISIBLE_DEVICES='',
+          PYTHON=_recording_python(tmp_path))
+    assert (tmp_path / 'gpus.log').read_text().split(' ')[0] == ''  # the empty value it was given, no GPU index
