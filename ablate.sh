@@ -38,9 +38,9 @@
 # Each run is configs/<variant>_<depth>.py in runs/<sweep>/<variant>_<depth>_s<seed>/, its console output in
 # train.log there. A run with summary.json is skipped; one with ckpt.pt is resumed; a failed run is reported,
 # marked with a FAILED file (its exit status) and the sweep goes on. Ctrl-C or SIGTERM stops every run in
-# progress within a step or an evaluation batch, each saving its checkpoint: stopped, not failed. A pair with no config file (e.g. gated_3L)
-# is skipped. The sweep ends with report.py, which writes runs/<sweep>/results.md; then the exit status is 1 if any
-# run or analysis failed (so a script or CI can tell), else report.py's.
+# progress within a step or an evaluation batch, each saving its checkpoint: stopped, not failed. A pair with no
+# config file (e.g. gated_3L) is skipped. The sweep ends with report.py, which writes runs/<sweep>/results.md;
+# then the exit status is 1 if any run or analysis failed (so a script or CI can tell), else report.py's.
 set -u
 cd "$(dirname "$0")"
 
@@ -54,6 +54,9 @@ then
 fi
 PROFILE=${PROFILE:-full}
 NPROC=${NPROC:-1}
+case "$NPROC" in
+  ''|*[!0-9]*|0) echo "ablate.sh: NPROC=$NPROC must be a whole number of processes a run, 1 or more" >&2; exit 2 ;;
+esac
 JOBS=${JOBS:-1}
 case "$JOBS" in ''|*[!0-9]*|0) echo "ablate.sh: JOBS=$JOBS must be a whole number of runs at once, 1 or more" >&2; exit 2 ;; esac
 ANALYZE=${ANALYZE:-0}
@@ -88,7 +91,8 @@ esac
 LEAK=${LEAK:-none}
 case "$LEAK" in
   none) ;;
-  zero_future|off_by_one) SCHEDULE+=(--causal=False --leak="$LEAK"); SWEEP=${SWEEP:-shakespeare_${PROFILE}_leak_$LEAK} ;;
+  zero_future|off_by_one) SCHEDULE+=(--causal=False --leak="$LEAK")
+                          SWEEP=${SWEEP:-shakespeare_${PROFILE}_leak_$LEAK} ;;
   *) echo "ablate.sh: LEAK=$LEAK is not one of: none zero_future off_by_one" >&2; exit 2 ;;
 esac
 case "${CAUSAL:-1}" in
@@ -106,11 +110,15 @@ if [ "$NPROC" -gt 1 ]; then LAUNCH=(torchrun --standalone --nproc_per_node="$NPR
 # the GPUs: each of the JOBS slots gets its own group of NPROC of them (round robin when there are fewer GPUs than
 # slots), so a sweep fills every GPU of the machine rather than stacking its runs on GPU 0
 if [ -z "${GPUS:-}" ]; then
-  if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then GPUS=${CUDA_VISIBLE_DEVICES//,/ }
-  elif command -v nvidia-smi >/dev/null 2>&1; then GPUS=$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null)
+  if [ -n "${CUDA_VISIBLE_DEVICES+set}" ]; then GPUS=${CUDA_VISIBLE_DEVICES//,/ }  # set, even empty (no GPU), wins
+  elif command -v nvidia-smi >/dev/null 2>&1; then
+    GPUS=$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | grep -xE '[0-9]+') || GPUS=
   fi
 fi
 read -r -a GPU_LIST <<< "$(echo ${GPUS:-})"
+if [ ${#GPU_LIST[@]} -gt 0 ] && [ "$NPROC" -gt ${#GPU_LIST[@]} ]; then
+  echo "ablate.sh: NPROC=$NPROC processes a run, but only ${#GPU_LIST[@]} GPU(s): ${GPU_LIST[*]}" >&2; exit 2
+fi
 slot_gpus() {  # slot -> its comma-separated GPU indices
   local i out=()
   for ((i = 0; i < NPROC; i++)); do out+=("${GPU_LIST[$(( ($1 * NPROC + i) % ${#GPU_LIST[@]} ))]}"); done
@@ -132,7 +140,7 @@ run_one() {  # cfg dir seed [extra args]: one run, its exit status in a FAILED f
   rc=$?
   # stopped, not failed: train.py's 130, or any exit while the sweep stops (torchrun exits 1 after a stop)
   if [ $rc -ne 0 ] && { [ $rc -eq 130 ] || [ -f "$STOPPING" ]; }; then
-    echo "stopped $dir: $(grep -ho 'stopped at iteration [0-9]*[^.]*' "$dir/train.log" | tail -n 1)"
+    echo "stopped $dir: $(grep -ho 'stopped at iteration [0-9]*' "$dir/train.log" | tail -n 1)"
     return 130
   fi
   if [ $rc -ne 0 ]; then

@@ -53,7 +53,7 @@ DEFAULTS = dict(
     seed=1337,
     # wandb
     wandb_log=False, wandb_project='attn-gpt', wandb_run_name='',
-    wandb_mode=None,  # None: wandb's own choice (its WANDB_MODE variable, else online) | 'online' | 'offline' | 'disabled'
+    wandb_mode=None,  # None: wandb's own choice (WANDB_MODE, else online) | 'online' | 'offline' | 'disabled'
     # data
     dataset='shakespeare_char', gradient_accumulation_steps=1, batch_size=32,
     # optimizer
@@ -279,16 +279,18 @@ class StopSignal:
         if self.requested and signum == signal.SIGINT:
             raise KeyboardInterrupt
         self.requested = True
-        print(f"\n{signal.Signals(signum).name} received: saving a checkpoint after this step "
-              "(Ctrl-C again to stop without saving)", flush=True)
+        # os.write, not print: the handler may interrupt a print, and a buffered stream cannot be re-entered
+        os.write(sys.stdout.fileno(), f"\n{signal.Signals(signum).name} received: saving a checkpoint after this step "
+                 f"(Ctrl-C again to stop without saving)\n".encode())
 
 
 class StopVote:
     """Whether to stop now; under DDP every rank must stop at the same step, and torchrun kills its workers 30 s
     after its own SIGTERM, so the ranks vote at every step, not at log steps. The vote is an all-reduce (max) of
     each rank's flag on a CPU (gloo) group of its own, asynchronous: the vote started at one poll is read at the
-    next, so it never waits on the GPU, and a stop lands on every rank within two steps. Every rank polls at the
-    same points (each training step, each evaluation batch), so the votes line up."""
+    next, so it never waits on the GPU or holds the ranks in step. A signal during step i is therefore acted on
+    after step i + 1 (one process: after step i). Every rank polls at the same points (each training step, each
+    round of evaluation batches), so the votes line up."""
 
     def __init__(self, signal_, env):
         self.signal, self.ddp, self.pending = signal_, env.ddp, None
@@ -327,6 +329,8 @@ def master_first(env, fn):
         box = [err]
         dist.broadcast_object_list(box, src=0)
         err = box[0]
+        if err is not None and not env.master:
+            err.from_rank0 = True  # rank 0 prints it; this rank leaves quietly
     if err is not None:
         raise err
     return value
@@ -351,15 +355,23 @@ class RunDir:
             self.take_lock()
 
     def take_lock(self):
-        f = open(os.path.join(self.path, '.lock'), 'a+')
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            f.seek(0)
-            holder = f.read().strip() or 'another process'
+        path = os.path.join(self.path, '.lock')
+        while True:
+            f = open(path, 'a+')
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                f.seek(0)
+                holder = f.read().strip() or 'another process'
+                f.close()
+                raise RunError(f"out_dir {self.path} is in use by another run ({holder}): wait for it to end, or "
+                               f"pick another --out_dir") from None
+            try:  # the file locked must still be the one at path: a run ending meanwhile unlinks its lock file
+                if os.fstat(f.fileno()).st_ino == os.stat(path).st_ino:
+                    break
+            except FileNotFoundError:
+                pass
             f.close()
-            raise RunError(f"out_dir {self.path} is in use by another run ({holder}): wait for it to end, or pick "
-                           f"another --out_dir") from None
         f.seek(0)
         f.truncate()
         f.write(f"pid {os.getpid()} on {socket.gethostname()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
@@ -430,7 +442,8 @@ class RunLog:
             path = run_path(cfg, 'log.jsonl')
             kept = b''
             if cfg['init_from'] == 'resume' and os.path.exists(path):
-                kept = b''.join(line for line, rec in read_log_lines(path) if rec.get('iter', 0) <= iter_num)
+                kept = b''.join(line.rstrip(b'\n') + b'\n' for line, rec in read_log_lines(path)
+                                if rec.get('iter', 0) <= iter_num)  # a whole last line may lack its newline
             atomic_write(path, lambda f: f.write(kept))
             self.file = open(path, 'a')
         if sys.stderr.isatty() and not cfg['eval_only']:
@@ -634,7 +647,8 @@ def load_resumed(cfg, path, explicit, master):
         if cfg[k] != DEFAULTS[k] and cfg[k] != ckpt['model_args'][k] and master:
             print(f"warning: {k}={cfg[k]!r} ignored: the checkpoint's model has {k}={ckpt['model_args'][k]!r}")
         cfg[k] = ckpt['model_args'][k]
-    changed = check_resume_config(cfg, ckpt.get('config', {}), explicit, path)
+    # eval_only looks at the checkpoint, whatever schedule the command line gives: nothing to refuse
+    changed = {} if cfg['eval_only'] else check_resume_config(cfg, ckpt.get('config', {}), explicit, path)
     if master:
         for k, (was, now) in changed.items():
             print(f"resume: {k} changes from {was!r} to {now!r}, as the command line asks")
@@ -785,17 +799,17 @@ def evaluate(cfg, env, state, log, lr, data, stop):
     losses = estimate_loss(cfg, env, state.eval_model, data, stop)
     if losses is None:
         return False
-    state.last_eval = dict(iter=state.iter_num, train_loss=losses['train'], val_loss=losses['val'], lr=lr,
-                           **lambda_metrics(state.raw_model.lambda_table()))
+    metrics = lambda_metrics(state.raw_model.lambda_table())
+    check_finite(cfg, env, state, dict(losses, **metrics), weights=not cfg['eval_only'])
+    state.last_eval = dict(iter=state.iter_num, train_loss=losses['train'], val_loss=losses['val'], lr=lr, **metrics)
     log.say(f"step {state.iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
-    check_finite(cfg, env, state, losses, weights=not cfg['eval_only'])
     if cfg['eval_only']:  # a look at a checkpoint: its run's log and checkpoints stay as they were
         return True
-    log.write(dict(state.last_eval, kind='eval'))
     improved = losses['val'] < state.best_val_loss
     state.best_val_loss = min(state.best_val_loss, losses['val'])
 
-    def save():
+    def save():  # rank 0 writes; an error there (a full disk) reaches every rank
+        log.write(dict(state.last_eval, kind='eval'))
         if state.iter_num > 0 and (improved or cfg['always_save_checkpoint']):
             save_checkpoint(cfg, state, log)
         if state.iter_num > 0 and improved:
@@ -839,19 +853,22 @@ def log_step(cfg, env, state, log, clock, loss_sum, lr):
     loss = mean_over_ranks(loss_sum, env.ddp, env.world)  # a sync: the window now holds all its work
     window = clock.close_window()
     with clock.paused():
-        check_finite(cfg, env, state)
-        if env.master:
-            log.write(dict(iter=state.iter_num, kind='train', loss=loss, lr=lr, **window,
-                           **lambda_metrics(state.raw_model.lambda_table())))
+        metrics = lambda_metrics(state.raw_model.lambda_table())  # from the updated weights, equal on every rank
+        check_finite(cfg, env, state, metrics)
+
+        def write():
+            log.write(dict(iter=state.iter_num, kind='train', loss=loss, lr=lr, **window, **metrics))
             log.say(f"iter {state.iter_num}: loss {loss:.4f}, time {window['ms_per_iter']:.0f}ms, "
                     f"{window['tokens_per_sec']:,.0f} tok/s"
                     + (f", mfu {window['mfu'] * 100:.2f}%" if window['mfu'] is not None else ''))
+        master_first(env, write)
 
 
-def check_finite(cfg, env, state, losses=None, weights=False):
-    """Stop before anything non-finite is logged or saved: a training loss on any rank (the first bad iteration, the
-    minimum over ranks), the eval losses, and before a save the weights (equal on every rank, so every rank reaches
-    the same verdict). Every rank calls it at the same points: it is collective under DDP."""
+def check_finite(cfg, env, state, values=None, weights=False):
+    """Stop before anything non-finite is logged or saved: a training loss on any rank (the first bad step, the
+    minimum over ranks), the values about to be logged (eval losses, lambdas), and before a save the weights (equal
+    on every rank, so every rank reaches the same verdict). Every rank calls it at the same points: it is collective
+    under DDP. Steps are named as the log names them: the step from iteration i to i + 1 is 'iteration i + 1'."""
     bad = state.first_bad
     if env.ddp:
         bad = torch.where(bad < 0, torch.iinfo(torch.int64).max, bad.long()).reshape(1)
@@ -860,9 +877,10 @@ def check_finite(cfg, env, state, losses=None, weights=False):
     bad = int(bad.item())
     what = None
     if bad >= 0:
-        what = f"non-finite training loss at iteration {bad}"
-    elif losses is not None and not all(math.isfinite(v) for v in losses.values()):
-        what = f"non-finite eval loss at iteration {state.iter_num} ({losses})"
+        what = f"non-finite training loss at iteration {bad + 1}"
+    elif values is not None and not all(math.isfinite(v) for v in values.values()):
+        what = f"non-finite values at iteration {state.iter_num}: " + ', '.join(
+            f"{k}={v}" for k, v in values.items() if not math.isfinite(v))
     elif weights and not torch.stack([torch.isfinite(p).all() for p in state.raw_model.parameters()]).all():
         what = f"non-finite weights at iteration {state.iter_num}"
     if what:
@@ -907,11 +925,14 @@ def finish(cfg, env, state, log, clock, stopped):
     """ckpt.pt and summary.json when the run finished (trained to max_iters and evaluated there; a stop at max_iters
     is not: its resume does that eval), then the lambda table. Rank 0 writes; every rank takes part."""
     finished = state.iter_num == cfg['max_iters'] and not stopped and not cfg['eval_only']
-    if finished and state.iter_num > state.start_iter:
+    if finished:  # also after a resume that only did the final eval: ckpt.pt then records that eval
         check_finite(cfg, env, state, weights=True)
         master_first(env, lambda: save_checkpoint(cfg, state, log))
-    if not env.master:
-        return
+    master_first(env, lambda: write_summary(cfg, env, state, log, clock, finished))
+
+
+def write_summary(cfg, env, state, log, clock, finished):
+    """Rank 0: summary.json when the run finished, the log's close, and the lambda table."""
     table = state.raw_model.lambda_table()
     last, best = state.last_eval, state.best_val_loss
     summary = dict(
@@ -972,8 +993,11 @@ if __name__ == '__main__':
     except (ValueError, OSError, FloatingPointError, RunError) as e:  # FileNotFoundError, FileExistsError: OSErrors
         if os.environ.get('TRAIN_DEBUG'):
             raise
-        if int(os.environ.get('RANK', 0)) == 0:  # under DDP every rank has the error; one message is enough
-            print(f"error: {e}", file=sys.stderr)
+        # one message: rank 0 prints every error; another rank, only one of its own that is not a config or NaN
+        # verdict (those every rank reaches alike), e.g. a node without the dataset
+        rank = int(os.environ.get('RANK', 0))
+        if rank == 0 or not (getattr(e, 'from_rank0', False) or isinstance(e, (ValueError, FloatingPointError))):
+            print(f"error{f' (rank {rank})' if rank else ''}: {e}", file=sys.stderr)
         sys.exit(1)
     except KeyboardInterrupt:  # a second Ctrl-C: stop without saving
         print("stopped without saving", file=sys.stderr)

@@ -20,6 +20,7 @@ def sweep(runs_dir, *extra, rc=0, **env_vars):
     env = dict(os.environ, PROFILE='cpu', VARIANTS='nanogpt diff_sym diff_gated', DEPTHS='3L 6L', SWEEP='t',
                RUNS_DIR=str(runs_dir), PYTHON=sys.executable)
     env.update(env_vars)
+    env = {k: v for k, v in env.items() if v is not None}  # None: unset it
     p = subprocess.run(['bash', os.path.join(ROOT, 'ablate.sh'), *TINY, *extra], env=env, capture_output=True,
                        text=True, timeout=900)
     assert p.returncode == rc, p.stdout + p.stderr
@@ -181,7 +182,7 @@ def test_ablate_sigterm_saves_every_run_in_progress(tmp_path, jobs, seeds):
 def test_ablate_stops_within_seconds_inside_an_evaluation(tmp_path):
     """A long evaluation (here 100000 batches at step 0) no longer holds a stop back until it ends."""
     env = dict(os.environ, PROFILE='cpu', VARIANTS='nanogpt', DEPTHS='3L', SWEEP='t', RUNS_DIR=str(tmp_path),
-               PYTHON=sys.executable)
+               PYTHON=sys.executable, PYTHONUNBUFFERED='1')  # train.log shows the start line at once
     args = [a for a in TINY if not a.startswith('--eval_iters')]
     p = subprocess.Popen(['bash', os.path.join(ROOT, 'ablate.sh'), *args, '--eval_iters=100000'], env=env,
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -314,7 +315,7 @@ def test_ablate_spreads_its_slots_over_every_gpu(tmp_path, gpus, expected):
     (bin_dir / 'nvidia-smi').write_text("#!/bin/sh\nprintf '0\\n1\\n2\\n'\n")  # three GPUs
     (bin_dir / 'nvidia-smi').chmod(0o755)
     env = dict(PATH=f"{bin_dir}:{os.environ['PATH']}", JOBS='3', PYTHON=_recording_python(tmp_path),
-               CUDA_VISIBLE_DEVICES='')  # empty: not set, on a GPU machine too
+               CUDA_VISIBLE_DEVICES=None)  # unset, on a GPU machine too: nvidia-smi decides
     if gpus:
         env['GPUS'] = gpus
     out = sweep(tmp_path, VARIANTS='nanogpt diff sym', DEPTHS='3L', **env)
@@ -324,11 +325,15 @@ def test_ablate_spreads_its_slots_over_every_gpu(tmp_path, gpus, expected):
         assert sorted(g for g, _ in runs) == ['0', '1', '2'] and 'GPUs 0 1 2: 3 slot(s)' in out
 
 
-def test_ablate_without_gpus_sets_no_device(tmp_path):
+@pytest.mark.parametrize('smi', ["printf '0\\n1\\n'", "echo 'NVIDIA-SMI has failed'; exit 9"])
+def test_ablate_without_gpus_sets_no_device(tmp_path, smi):
+    """CUDA_VISIBLE_DEVICES set but empty hides every GPU, and a failing nvidia-smi names none: no assignment."""
     bin_dir = tmp_path / 'bin'
     bin_dir.mkdir()
-    (bin_dir / 'nvidia-smi').write_text("#!/bin/sh\nexit 0\n")  # a machine without GPUs, on a GPU machine too
+    (bin_dir / 'nvidia-smi').write_text(f"#!/bin/sh\n{smi}\n")
     (bin_dir / 'nvidia-smi').chmod(0o755)
-    sweep(tmp_path, VARIANTS='nanogpt', DEPTHS='3L', PATH=f"{bin_dir}:{os.environ['PATH']}", CUDA_VISIBLE_DEVICES='',
-          PYTHON=_recording_python(tmp_path))
-    assert (tmp_path / 'gpus.log').read_text().split(' ')[0] == ''  # the empty value it was given, no GPU index
+    hidden = '' if smi.startswith('printf') else None
+    out = sweep(tmp_path, VARIANTS='nanogpt', DEPTHS='3L', PATH=f"{bin_dir}:{os.environ['PATH']}",
+                CUDA_VISIBLE_DEVICES=hidden, PYTHON=_recording_python(tmp_path))
+    assert (tmp_path / 'gpus.log').read_text().split(' ')[0] == ('' if hidden == '' else 'unset')
+    assert 'GPUs' not in out

@@ -49,14 +49,25 @@ def finite_checkpoint(path):
 
 
 def no_nan_in_log(out):
-    return all(math.isfinite(v) for r in read_log(out) for k, v in r.items() if k.endswith('loss'))
+    return all(math.isfinite(v) for r in read_log(out) for v in r.values() if isinstance(v, float))
+
+
+def wait_for_training(out, timeout=180):
+    """Until log.jsonl has a training line: the run is past its step-0 eval and has trained a step."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if (out / 'log.jsonl').exists() and any(r['kind'] == 'train' for r in read_log(out)):
+            return
+        time.sleep(0.2)
+    raise TimeoutError(f'{out}: no training line in log.jsonl after {timeout} s')
 
 
 # --- 1. nothing non-finite is saved or logged
 
 def test_a_diverging_run_saves_no_nan_checkpoint(tmp_path):
     out = tmp_path / 'o'
-    p = run_train(out, '--max_iters=4', '--eval_interval=1', '--learning_rate=1e30', check=False)
+    # diff: its lambdas, logged from the updated weights, must not carry the NaN into log.jsonl either
+    p = run_train(out, '--max_iters=4', '--eval_interval=1', '--learning_rate=1e30', '--attn=diff', check=False)
     assert p.returncode == 1 and 'non-finite' in p.stderr and 'Traceback' not in p.stderr, p.stderr
     for name in ('ckpt.pt', 'best.pt'):
         assert not (out / name).exists() or finite_checkpoint(out / name), name
@@ -78,14 +89,15 @@ train.train_step = poisoned_step
 
 
 def test_nan_on_another_rank_stops_every_rank_before_the_save(tmp_path):
-    """Rank 1's loss is NaN at iteration 2; the eval at 3 comes before any log step. Every rank stops there with
-    the first bad iteration, 2, and no checkpoint is written with the NaN weights the all-reduce spread."""
+    """Rank 1's loss is NaN in the step from iteration 2 to 3; the eval at 3 comes before any log step. Every rank
+    stops there naming iteration 3, as the log would, and no checkpoint is written with the NaN weights that the
+    all-reduce spread."""
     out = tmp_path / 'o'
     p = subprocess.run([*TORCHRUN, stub(tmp_path, POISON_RANK1_AT_2), *TINY, f'--out_dir={out}', '--max_iters=6',
                         '--eval_interval=3', '--log_interval=100', '--gradient_accumulation_steps=2'],
                        cwd=ROOT, capture_output=True, text=True, env=ENV1, timeout=300)
     assert p.returncode != 0
-    assert 'non-finite training loss at iteration 2' in p.stderr, p.stdout + p.stderr
+    assert 'non-finite training loss at iteration 3' in p.stderr, p.stdout + p.stderr
     assert not (out / 'ckpt.pt').exists() and not (out / 'best.pt').exists()
     assert no_nan_in_log(out)
 
@@ -97,11 +109,12 @@ def test_sigterm_to_torchrun_saves_within_seconds(tmp_path):
     p = subprocess.Popen([*TORCHRUN, os.path.join(ROOT, 'train.py'), *TINY, f'--out_dir={out}',
                           '--max_iters=1000000', '--eval_interval=1000000', '--log_interval=100000',
                           '--gradient_accumulation_steps=2'],
-                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV1)
-    deadline = time.time() + 180
-    while time.time() < deadline and not (out / 'log.jsonl').exists():  # the step-0 eval has been written
-        time.sleep(0.2)
-    time.sleep(2)  # training under way, far from any log step
+                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         env=dict(ENV1, PYTHONUNBUFFERED='1'))
+    deadline, seen = time.time() + 180, []
+    while time.time() < deadline and p.poll() is None and not any(l.startswith('step 0:') for l in seen):
+        seen.append(p.stdout.readline())  # until past the step-0 eval
+    time.sleep(2)  # hundreds of steps into training, and no log step for 100000 more
     t0 = time.time()
     p.send_signal(signal.SIGTERM)
     output = p.communicate(timeout=120)[0]
@@ -186,11 +199,9 @@ def test_a_second_run_into_a_busy_out_dir_is_refused_naming_the_holder(tmp_path)
     out = tmp_path / 'o'
     first = subprocess.Popen([sys.executable, os.path.join(ROOT, 'train.py'), *TINY, f'--out_dir={out}',
                               '--max_iters=1000000', '--eval_interval=1000000'],
-                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.time() + 120
-        while time.time() < deadline and not (out / 'log.jsonl').exists():
-            time.sleep(0.2)
+        wait_for_training(out)
         p = run_train(out, '--max_iters=2', '--seed=2', check=False)
         assert p.returncode == 1 and f'in use by another run (pid {first.pid}' in p.stderr, p.stderr
     finally:
@@ -214,10 +225,14 @@ def test_a_torn_last_log_line_is_dropped_and_other_corruption_named(tmp_path):
     log = read_log(out)
     assert [r['iter'] for r in log][:len(good.splitlines())] == [json.loads(l)['iter'] for l in good.splitlines()]
     assert log[-1]['iter'] == 6
+    # a whole last line that lost only its newline is kept, and the next line does not run into it
+    (out / 'log.jsonl').write_text((out / 'log.jsonl').read_text().rstrip('\n'))
+    run_train(out, '--max_iters=7', '--eval_interval=2', '--init_from=resume')
+    assert [(r['iter'], r['kind']) for r in read_log(out)][-3:] == [(6, 'eval'), (7, 'train'), (7, 'eval')]
     lines = (out / 'log.jsonl').read_text().splitlines()
     lines[2] = lines[2][:10]  # corruption that is not at the end
     (out / 'log.jsonl').write_text('\n'.join(lines) + '\n')
-    p = run_train(out, '--max_iters=8', '--eval_interval=2', '--init_from=resume', check=False)
+    p = run_train(out, '--max_iters=9', '--eval_interval=2', '--init_from=resume', check=False)
     assert p.returncode == 1 and 'log.jsonl, line 3, is not JSON' in p.stderr, p.stderr
 
 

@@ -191,6 +191,7 @@ def test_stop_at_an_eval_iteration_then_resume_gives_the_uninterrupted_log(tmp_p
     assert ckpt['iter_num'] == stop_at
     assert not (split / 'summary.json').exists()  # stopped before its eval at max_iters: not finished
     assert train.main([*common, f'--out_dir={split}', '--init_from=resume']) == 0
+    assert load_checkpoint(str(split / 'ckpt.pt'))[1]['last_eval']['iter'] == 8  # ckpt.pt holds the final eval
     a, b = read_log(straight), read_log(split)
     assert [(r['iter'], r['kind']) for r in a] == [(r['iter'], r['kind']) for r in b]  # each eval exactly once
     for ra, rb in zip(a, b):
@@ -261,7 +262,7 @@ def test_nonfinite_loss_stops_and_keeps_last_good_checkpoint(tmp_path, monkeypat
 
     def poisoned(self, idx, targets=None):
         logits, loss = forward(self, idx, targets)
-        if self.training and poisoned.calls >= 2:  # the third training micro-batch: iteration 6
+        if self.training and poisoned.calls >= 2:  # the third training micro-batch: the step to iteration 7
             loss = loss * float('nan')
         poisoned.calls += self.training
         return logits, loss
@@ -273,7 +274,7 @@ def test_nonfinite_loss_stops_and_keeps_last_good_checkpoint(tmp_path, monkeypat
         guard(*a, **k)
         poisoned.calls = 0
     monkeypatch.setattr(train, 'check_causal', guard_then_count)
-    with pytest.raises(FloatingPointError, match='non-finite training loss at iteration 6'):
+    with pytest.raises(FloatingPointError, match='non-finite training loss at iteration 7'):
         train.main([*TINY, f'--out_dir={out}', '--max_iters=12', '--eval_interval=4', '--init_from=resume'])
     assert (out / 'ckpt.pt').read_bytes() == good
 
@@ -300,6 +301,8 @@ def test_eval_only_evaluates_a_checkpoint_off_the_schedule_and_writes_nothing(tm
     assert main_stopped_at(out, 3, '--max_iters=10', '--eval_interval=2') == 130  # a checkpoint at iteration 3
     before = {f: (out / f).read_bytes() for f in ('ckpt.pt', 'log.jsonl', 'best.pt')}
     p = run_train(out, '--max_iters=10', '--eval_interval=2', '--init_from=resume', '--eval_only=True')
+    assert 'step 3: train loss' in p.stdout
+    p = run_train(out, '--init_from=resume', '--eval_only=True')  # the run's schedule need not be repeated
     assert 'step 3: train loss' in p.stdout
     assert {f: (out / f).read_bytes() for f in before} == before and not (out / 'summary.json').exists()
 
