@@ -43,12 +43,12 @@ def resolve_device(device):
                              f"--device=cpu (or auto), or install a CUDA build of torch")
         n = torch.cuda.device_count()
         index = int(device.split(':')[1]) if ':' in device else 0
+        visible = f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')}"
         if index >= n:
-            raise ValueError(f"device={device!r}, but torch sees {n} GPU{'s' if n != 1 else ''} "
-                             f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')}): use "
+            raise ValueError(f"device={device!r}, but torch sees {n} GPU{'s' if n != 1 else ''} ({visible}): use "
                              f"--device=cpu, or a GPU index below {n}" if n else
-                             f"device={device!r}, but torch sees no GPU (no driver, or CUDA_VISIBLE_DEVICES="
-                             f"{os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')}): use --device=cpu (or auto)")
+                             f"device={device!r}, but torch sees no GPU (no driver, or {visible}): use --device=cpu "
+                             f"(or auto)")
     elif device_type == 'mps' and not torch.backends.mps.is_available():
         raise ValueError(f"device={device!r}, but MPS (Apple GPU) is not available here: use --device=cpu (or auto)")
     return device, device_type

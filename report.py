@@ -30,7 +30,6 @@ import math
 import os
 import re
 import statistics
-import sys
 
 from output import pyplot, save_figure, write_text
 

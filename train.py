@@ -76,6 +76,7 @@ class RunError(Exception):
     """A problem with the run's setting (its folder, device, checkpoint or wandb) that the message explains:
     train.py prints it without a traceback."""
 
+
 CHOICES = dict(init_from=('scratch', 'resume'), wandb_mode=(None, 'online', 'offline', 'disabled'),
                optimizer=('adamw', 'orthoadam'), dtype=('auto', 'float32', 'bfloat16', 'float16'))
 
@@ -201,7 +202,6 @@ def usage():
             f"Config files (Python that assigns keys) apply in order, then --key=value overrides.\n"
             f"Each key's meaning is in the README's config table.\n\ntraining keys (default):\n{block(train_keys)}\n\n"
             f"model keys (model.GPTConfig; vocab_size=None takes the dataset's):\n{block(MODEL_KEYS)}\n")
-
 
 
 # -----------------------------------------------------------------------------------------------------------
@@ -909,16 +909,9 @@ def save_checkpoint(cfg, state, log, name='ckpt.pt'):
     try:
         atomic_write(path, lambda f: torch.save(ckpt, f))
     except OSError as e:
-        where = f"{path} still holds iteration {_saved_iter(path)}" if os.path.exists(path) else f"no {name} yet"
+        where = f"the previous {path} is unchanged" if os.path.exists(path) else f"no {name} yet"
         raise RunError(f"could not write {path} at iteration {state.iter_num} ({e.strerror or e}); {where}. Free "
                        f"space or fix the folder's permissions, then continue with --init_from=resume") from None
-
-
-def _saved_iter(path):
-    try:
-        return torch.load(path, map_location='cpu', weights_only=True)['iter_num']
-    except Exception:  # noqa: BLE001: only for the message
-        return '?'
 
 
 def finish(cfg, env, state, log, clock, stopped):
@@ -987,9 +980,11 @@ def main(argv):
     return 130 if stopped else 0  # stopped by a signal: not finished, so scripts (ablate.sh) can tell
 
 
-if __name__ == '__main__':
+def cli(argv):
+    """The command line: main(), with the errors a user can act on printed as one line, no traceback (TRAIN_DEBUG=1
+    shows it). Returns the exit status: 0 finished, 1 an error, 130 stopped."""
     try:
-        sys.exit(main(sys.argv[1:]))
+        return main(argv)
     except (ValueError, OSError, FloatingPointError, RunError) as e:  # FileNotFoundError, FileExistsError: OSErrors
         if os.environ.get('TRAIN_DEBUG'):
             raise
@@ -998,7 +993,11 @@ if __name__ == '__main__':
         rank = int(os.environ.get('RANK', 0))
         if rank == 0 or not (getattr(e, 'from_rank0', False) or isinstance(e, (ValueError, FloatingPointError))):
             print(f"error{f' (rank {rank})' if rank else ''}: {e}", file=sys.stderr)
-        sys.exit(1)
+        return 1
     except KeyboardInterrupt:  # a second Ctrl-C: stop without saving
         print("stopped without saving", file=sys.stderr)
-        sys.exit(130)
+        return 130
+
+
+if __name__ == '__main__':
+    sys.exit(cli(sys.argv[1:]))
