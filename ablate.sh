@@ -10,9 +10,14 @@
 #   SEEDS="1 2 3" NPROC=4 ./ablate.sh             # three seeds, each run on 4 GPUs with torchrun
 #   SEEDS="1 2 3" JOBS=8 ./ablate.sh              # eight runs at a time, spread over every visible GPU
 #   VARIANTS="nanogpt diff" DEPTHS=6L ./ablate.sh --dropout=0.1    # extra --key=value go to every run
+#   PROFILE=gpt2 NPROC=8 ./ablate.sh              # GPT-2 124M on web text (data/fineweb), each run on 8 GPUs
+#   SLURM=1 SBATCH_ARGS="--gres=gpu:1 --time=4:00:00" PROFILE=full SEEDS="1 2 3" ./ablate.sh
+#                                                 # a Slurm job array: one task a run, then a job for report.py
 #
 # Environment:
-#   PROFILE   full | cpu | cpu_long | demo    (default full where torch sees a GPU; without one, say which)
+#   PROFILE   full | cpu | cpu_long | demo | gpt2  (default full where torch sees a GPU; without one, say
+#                                              which. gpt2: configs/<variant>_124M.py on data/fineweb, with
+#                                              the configs' own 2.5B-token schedule; sweep fineweb_gpt2)
 #   CAUSAL    1 | 0                           (default 1; 0 adds --causal=False to every run and names the sweep
 #                                              shakespeare_<profile>_noncausal: attention that sees the future)
 #   LEAK      none | zero_future | off_by_one (default none; else adds --causal=False --leak=LEAK and names the
@@ -35,6 +40,12 @@
 #                                              analysis.json, without moving checkpoints. A failed analysis leaves
 #                                              FAILED beside summary.json; the next ANALYZE=1 launch retries it)
 #   PYTHON    interpreter                     (default python)
+#   SLURM     0 | 1                           (default 0; 1 submits the sweep's unfinished runs as a Slurm job
+#                                              array, one run a task (each this script again, on one run), and
+#                                              a report.py job after it; JOBS and GPUS are then Slurm's to set)
+#   SBATCH_ARGS          sbatch options for each run's task, e.g. "--partition=gpu --gres=gpu:1 --time=2:00:00"
+#   SBATCH_REPORT_ARGS   sbatch options for the report job (default: SBATCH_ARGS)
+#   SLURM_MAX            at most this many tasks at once (sbatch --array=...%SLURM_MAX)
 # Each run is configs/<variant>_<depth>.py in runs/<sweep>/<variant>_<depth>_s<seed>/, its console output in
 # train.log there. A run with summary.json is skipped; one with ckpt.pt is resumed; a failed run is reported,
 # marked with a FAILED file (its exit status) and the sweep goes on. Ctrl-C or SIGTERM stops every run in
@@ -42,7 +53,11 @@
 # config file (e.g. gated_3L) is skipped. The sweep ends with report.py, which writes runs/<sweep>/results.md;
 # then the exit status is 1 if any run or analysis failed (so a script or CI can tell), else report.py's.
 set -u
-cd "$(dirname "$0")"
+cd "${ABLATE_DIR:-$(dirname "$0")}"  # under Slurm, $0 is the scheduler's copy of this script
+# a task of a Slurm array submitted by SLURM=1 below: it runs line SLURM_ARRAY_TASK_ID of the list of runs
+# written at submission (ABLATE_RUNS), and only that run
+TASK=
+[ -n "${ABLATE_RUNS:-}" ] && [ -n "${SLURM_ARRAY_TASK_ID:-}" ] && TASK=$SLURM_ARRAY_TASK_ID
 
 PYTHON=${PYTHON:-python}
 if [ -z "${PROFILE:-}" ] && ! "$PYTHON" -c 'import sys, torch; sys.exit(not torch.cuda.is_available())' 2>/dev/null
@@ -63,6 +78,7 @@ ANALYZE=${ANALYZE:-0}
 case "$ANALYZE" in 0|1) ;; *) echo "ablate.sh: ANALYZE=$ANALYZE is not one of: 0 1" >&2; exit 2 ;; esac
 SEEDS=${SEEDS:-1337}
 [ "$PROFILE" = demo ] && VARIANTS=${VARIANTS:-"nanogpt diff sym diff_sym norm_sym"}  # the seed's five
+[ "$PROFILE" = gpt2 ] && VARIANTS=${VARIANTS:-"nanogpt diff diff_sym sym gated softmax1 sym_noself"}
 VARIANTS=${VARIANTS:-"nanogpt diff sym diff_sym norm_sym gated softmax1 diff_gated"}
 case "${ARCH:-nanogpt}" in
   nanogpt) ;;
@@ -86,24 +102,70 @@ case "$PROFILE" in
   demo) DEPTHS=${DEPTHS:-"3L"}
         SCHEDULE=(--max_iters=100 --lr_decay_iters=100 --warmup_iters=10 --learning_rate=1e-3 --min_lr=1e-4
                   --batch_size=16 --dropout=0.0 --eval_interval=50 --eval_iters=5 --log_interval=10) ;;
-  *)    echo "ablate.sh: PROFILE=$PROFILE is not one of: full cpu cpu_long demo" >&2; exit 2 ;;
+  # GPT-2 small on web text: the configs hold the schedule (a 2.5B-token budget, configs/base_gpt2.py)
+  gpt2) DEPTHS=${DEPTHS:-"124M"}; SCHEDULE=() ;;
+  *)    echo "ablate.sh: PROFILE=$PROFILE is not one of: full cpu cpu_long demo gpt2" >&2; exit 2 ;;
 esac
+[ "$PROFILE" = gpt2 ] && DATA=fineweb || DATA=shakespeare  # the sweep folder's prefix
 LEAK=${LEAK:-none}
 case "$LEAK" in
   none) ;;
   zero_future|off_by_one) SCHEDULE+=(--causal=False --leak="$LEAK")
-                          SWEEP=${SWEEP:-shakespeare_${PROFILE}_leak_$LEAK} ;;
+                          SWEEP=${SWEEP:-${DATA}_${PROFILE}_leak_$LEAK} ;;
   *) echo "ablate.sh: LEAK=$LEAK is not one of: none zero_future off_by_one" >&2; exit 2 ;;
 esac
 case "${CAUSAL:-1}" in
-  1) SWEEP=${SWEEP:-shakespeare_$PROFILE} ;;
-  0) SCHEDULE+=(--causal=False); SWEEP=${SWEEP:-shakespeare_${PROFILE}_noncausal} ;;
+  1) SWEEP=${SWEEP:-${DATA}_$PROFILE} ;;
+  0) SCHEDULE+=(--causal=False); SWEEP=${SWEEP:-${DATA}_${PROFILE}_noncausal} ;;
   *) echo "ablate.sh: CAUSAL=$CAUSAL is not one of: 1 0" >&2; exit 2 ;;
 esac
 ROOT=${RUNS_DIR:-runs}/$SWEEP
 mkdir -p "$ROOT"
-STOPPING=$ROOT/.stopping  # present while a Ctrl-C or SIGTERM stops the sweep: the runs that end then were stopped
+# present while a Ctrl-C or SIGTERM stops the sweep (or this Slurm task): the runs that end then were stopped
+STOPPING=$ROOT/.stopping${TASK:+.$TASK}
 rm -f "$STOPPING"
+
+# the sweep's runs, "config folder seed", seed by seed: a sweep stopped half-way leaves whole tables for its first
+# seeds. A pair with no config file (e.g. gated_3L) is left out.
+RUNS=()
+for seed in $SEEDS; do
+  for depth in $DEPTHS; do
+    for variant in $VARIANTS; do
+      cfg=configs/${variant}_${depth}.py
+      [ -f "$cfg" ] && RUNS+=("$cfg $ROOT/${variant}_${depth}_s$seed $seed")
+    done
+  done
+done
+
+if [ "${SLURM:-0}" = 1 ] && [ -z "$TASK" ]; then
+  # one array task per unfinished run, listed in a file that task k reads line k of; each task is this script
+  # again, with the same environment and arguments
+  command -v sbatch >/dev/null || { echo "ablate.sh: SLURM=1, but there is no sbatch here" >&2; exit 2; }
+  list=$ROOT/.slurm_runs.$(date +%Y%m%d-%H%M%S).$$
+  for run in "${RUNS[@]}"; do read -r _ dir _ <<< "$run"; [ -f "$dir/summary.json" ] || echo "$run"; done > "$list"
+  n=$(wc -l < "$list")
+  if [ "$n" -eq 0 ]; then
+    rm -f "$list"; echo "ablate.sh: every run of $ROOT has finished"; exec "$PYTHON" report.py "$ROOT"
+  fi
+  # shellcheck disable=SC2086  # SBATCH_ARGS holds several options
+  job=$(sbatch --parsable --array="0-$((n - 1))${SLURM_MAX:+%$SLURM_MAX}" --job-name="ablate_$SWEEP" --chdir="$PWD" \
+        --output="$ROOT/slurm-%A_%a.out" --export=ALL,ABLATE_RUNS="$list",ABLATE_DIR="$PWD",PROFILE="$PROFILE" \
+        ${SBATCH_ARGS:-} ablate.sh "$@") || { rm -f "$list"; exit 1; }
+  job=${job%%;*}
+  # shellcheck disable=SC2086
+  report=$(sbatch --parsable --dependency=afterany:"$job" --job-name="report_$SWEEP" --chdir="$PWD" \
+           --output="$ROOT/slurm-report-%j.out" ${SBATCH_REPORT_ARGS:-${SBATCH_ARGS:-}} \
+           --wrap="$PYTHON report.py $ROOT") || exit 1
+  echo "ablate.sh: submitted $n run(s) of ${#RUNS[@]} as Slurm array job $job (tasks 0-$((n - 1)), $list), and" \
+       "report.py as job ${report%%;*} after it. Logs: $ROOT/slurm-${job}_<task>.out; the same command again" \
+       "resubmits whatever has not finished (stopped runs resume from their checkpoint)."
+  exit 0
+fi
+if [ -n "$TASK" ]; then  # Slurm gives the task its GPUs (CUDA_VISIBLE_DEVICES), and runs tasks side by side
+  run=$(sed -n "$((TASK + 1))p" "$ABLATE_RUNS" 2>/dev/null)
+  [ -n "$run" ] || { echo "ablate.sh: Slurm task $TASK has no line in $ABLATE_RUNS" >&2; exit 2; }
+  RUNS=("$run"); JOBS=1
+fi
 
 if [ "$NPROC" -gt 1 ]; then LAUNCH=(torchrun --standalone --nproc_per_node="$NPROC"); else LAUNCH=("$PYTHON"); fi
 
@@ -129,7 +191,7 @@ slots=()  # the job running in each slot
 
 run_one() {  # cfg dir seed [extra args]: one run, its exit status in a FAILED file if it fails
   local cfg=$1 dir=$2 seed=$3 resume=() t0 rc; shift 3
-  rm -f "$dir/FAILED"
+  mkdir -p "$dir"; rm -f "$dir/FAILED"
   [ -f "$dir/ckpt.pt" ] && resume=(--init_from=resume)
   echo "run    $dir ${resume[*]}"
   t0=$(date +%s)
@@ -181,34 +243,28 @@ trap 'trap "" INT TERM; touch "$STOPPING"
       echo "ablate.sh: interrupted; re-launch the same command to continue"; exit 130' INT TERM
 skipped=0; launched=(); analyzed=()  # runs started, and finished runs analyzed now
 start=$(date +%s)
-for seed in $SEEDS; do  # seed by seed: a sweep stopped half-way leaves whole tables for its first seeds
-  for depth in $DEPTHS; do
-    for variant in $VARIANTS; do
-      cfg=configs/${variant}_${depth}.py
-      [ -f "$cfg" ] || continue
-      dir=$ROOT/${variant}_${depth}_s${seed}
-      if [ -f "$dir/summary.json" ]; then
-        echo "skip   $dir (finished)"; skipped=$((skipped + 1))
-        [ "$ANALYZE" = 1 ] && [ ! -f "$dir/analysis.json" ] || continue
-        # e.g. a committed run copied back without its checkpoint
-        [ -f "$dir/ckpt.pt" ] || { echo "         no ckpt.pt, so no analysis"; continue; }
-        job=(analyze_one "$dir"); analyzed+=("$dir")
-      else
-        mkdir -p "$dir"; job=(run_one "$cfg" "$dir" "$seed" "$@"); launched+=("$dir")
-      fi
-      # JOBS runs at once (a small model leaves most of a GPU idle between its kernel launches). Each runs in the
-      # background, also for JOBS=1, so that a signal reaches the trap above while the sweep waits
-      while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n; done
-      running=" $(jobs -rp | tr '\n' ' ')"
-      for ((slot = 0; slot < JOBS; slot++)); do [[ "$running" == *" ${slots[$slot]:-none} "* ]] || break; done
-      if [ ${#GPU_LIST[@]} -gt 0 ]; then
-        ( trap '' INT TERM; export CUDA_VISIBLE_DEVICES; CUDA_VISIBLE_DEVICES=$(slot_gpus "$slot"); "${job[@]}" ) &
-      else
-        ( trap '' INT TERM; "${job[@]}" ) &
-      fi
-      slots[$slot]=$!
-    done
-  done
+for run in "${RUNS[@]}"; do
+  read -r cfg dir seed <<< "$run"
+  if [ -f "$dir/summary.json" ]; then
+    echo "skip   $dir (finished)"; skipped=$((skipped + 1))
+    [ "$ANALYZE" = 1 ] && [ ! -f "$dir/analysis.json" ] || continue
+    # e.g. a committed run copied back without its checkpoint
+    [ -f "$dir/ckpt.pt" ] || { echo "         no ckpt.pt, so no analysis"; continue; }
+    job=(analyze_one "$dir"); analyzed+=("$dir")
+  else
+    job=(run_one "$cfg" "$dir" "$seed" "$@"); launched+=("$dir")
+  fi
+  # JOBS runs at once (a small model leaves most of a GPU idle between its kernel launches). Each runs in the
+  # background, also for JOBS=1, so that a signal reaches the trap above while the sweep waits
+  while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n; done
+  running=" $(jobs -rp | tr '\n' ' ')"
+  for ((slot = 0; slot < JOBS; slot++)); do [[ "$running" == *" ${slots[$slot]:-none} "* ]] || break; done
+  if [ ${#GPU_LIST[@]} -gt 0 ]; then
+    ( trap '' INT TERM; export CUDA_VISIBLE_DEVICES; CUDA_VISIBLE_DEVICES=$(slot_gpus "$slot"); "${job[@]}" ) &
+  else
+    ( trap '' INT TERM; "${job[@]}" ) &
+  fi
+  slots[$slot]=$!
 done
 wait
 # a FAILED file beside summary.json: the run finished and its analysis failed
@@ -220,8 +276,8 @@ done
 done_=$(( ${#launched[@]} - failed ))
 [ "$ANALYZE" = 1 ] && skipped="$skipped skipped (${#analyzed[@]} of them analyzed now)" || skipped="$skipped skipped"
 echo "sweep $ROOT: $done_ run, $skipped, $failed failed, $(( $(date +%s) - start ))s"
-"$PYTHON" report.py "$ROOT"
-report_rc=$?
+report_rc=0
+[ -z "$TASK" ] && { "$PYTHON" report.py "$ROOT"; report_rc=$?; }  # a Slurm task: the report job renders it
 if [ $failed -gt 0 ]; then
   echo "ablate.sh: $failed run(s) failed (see FAILED above and their train.log); re-launch to retry them" >&2
 fi

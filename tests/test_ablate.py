@@ -337,3 +337,22 @@ def test_ablate_without_gpus_sets_no_device(tmp_path, smi):
                 CUDA_VISIBLE_DEVICES=hidden, PYTHON=_recording_python(tmp_path))
     assert (tmp_path / 'gpus.log').read_text().split(' ')[0] == ('' if hidden == '' else 'unset')
     assert 'GPUs' not in out
+
+
+def test_ablate_gpt2_profile_runs_every_124M_config_in_its_own_sweep(tmp_path):
+    """PROFILE=gpt2: the seven configs/<variant>_124M.py in order, their own schedule (no profile keys), in
+    runs/fineweb_gpt2. A stand-in python records each train.py call, and the queue makes no folder ahead of its run."""
+    wrapper = tmp_path / 'python'
+    wrapper.write_text(f"#!/bin/sh\ncase \"$*\" in *train.py*) echo \"$* | $(ls {tmp_path}/fineweb_gpt2 | tr '\\n' ' ')\""
+                       f" >> {tmp_path}/calls.log ;; esac\nexit 0\n")
+    wrapper.chmod(0o755)
+    env = dict(os.environ, PROFILE='gpt2', RUNS_DIR=str(tmp_path), PYTHON=str(wrapper), SEEDS='3')
+    p = subprocess.run(['bash', os.path.join(ROOT, 'ablate.sh'), '--max_iters=2'], env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    calls = [l.split(' | ') for l in (tmp_path / 'calls.log').read_text().splitlines()]
+    variants = ['nanogpt', 'diff', 'diff_sym', 'sym', 'gated', 'softmax1', 'sym_noself']
+    assert [c.split()[1] for c, _ in calls] == [f'configs/{v}_124M.py' for v in variants]
+    for i, ((args, folders), v) in enumerate(zip(calls, variants)):
+        assert args.split()[2:] == ['--seed=3', f'--out_dir={tmp_path}/fineweb_gpt2/{v}_124M_s3', '--max_iters=2']
+        assert folders.split() == sorted(f'{w}_124M_s3' for w in variants[:i + 1])  # none for runs still queued
