@@ -6,9 +6,11 @@ $ python analyze.py --out_dir=out/gated_6L --eval_iters=20 --batch_size=8 --devi
 
 Per layer and overall, on `eval_iters` validation batches:
   - first-token attention: the mean weight queries at positions >= 1 give to position 0, and the fraction of
-    heads whose most-attended key (weights averaged over queries >= 1) is position 0 ("98% of heads", Kaul et al.)
+    heads whose most-attended key (weights averaged over queries >= 1) is position 0 ("98% of heads", Kaul et al.),
+    and Gu et al.'s (2024) sink metric: the fraction of heads whose mean weight on position 0 exceeds 0.3
   - hidden states of each block's output: kurtosis across channels (3 for a Gaussian) for the first token and for
-    the rest, and the largest absolute activation (massive activations)
+    the rest, the largest absolute activation, and its ratio to the median absolute activation (Sun et al. 2024's
+    massive activations are ~1000x the median)
   - attention logits: top-1 and median absolute q.k/sqrt(d) (for diff: both maps)
   - gate scores (gated models): mean, fraction below 0.1, and the std across query positions (query dependence)
   - effective rank (exp of the entropy of the normalised singular values, Roy & Vetterli 2007) of the attention
@@ -53,6 +55,12 @@ def uniform_first_token(allowed):
 def first_token_heads(per_head):
     """Fraction of heads whose most-attended key, weights averaged over queries, is position 0."""
     return (per_head.argmax(-1) == 0).float().mean().item()
+
+
+def sink_heads(per_head, eps=0.3):
+    """Gu et al. 2024's sink metric: the fraction of heads whose weight on position 0, averaged over queries >= 1,
+    exceeds eps (they use 0.3; a model has a sink when 20% or more of its heads do)."""
+    return (per_head[:, 0] > eps).float().mean().item()
 
 
 def kurtosis(x):
@@ -100,7 +108,7 @@ def analyze(model, batches):
     model.eval()
     blocks = model.transformer.h
     L = len(blocks)
-    acc = [dict(first=[], heads=[], kurt_first=[], kurt_rest=[], max_act=0.0, logit_max=0.0, logits=[],
+    acc = [dict(first=[], heads=[], kurt_first=[], kurt_rest=[], max_act=0.0, act_median=[], logit_max=0.0, logits=[],
                 gate_mean=[], gate_low=[], gate_qstd=[], rank_attn=[], rank_qk=[]) for _ in range(L)]
     captured = {}
     hooks = []
@@ -120,6 +128,7 @@ def analyze(model, batches):
                 a['kurt_first'].append(kurtosis(h[:, 0]))
                 a['kurt_rest'].append(kurtosis(h[:, 1:]))
                 a['max_act'] = max(a['max_act'], h.abs().max().item())
+                a['act_median'].append(h.abs().float().median().item())
                 xin = captured[('in', i)]
                 att = blk.attn
                 q, k, _ = att.project(xin)
@@ -149,9 +158,10 @@ def analyze(model, batches):
         a['per_head'] = torch.stack(a['heads']).mean(0)  # (H, T) over all batches
         row = dict(layer=i + 1, first_token_attention=float(np.mean(a['first'])),
                    first_token_uniform=uniform_first_token(blocks[i].attn.allowed(a['per_head'].size(-1), 'cpu')),
-                   first_token_heads=first_token_heads(a['per_head']),
+                   first_token_heads=first_token_heads(a['per_head']), sink_heads=sink_heads(a['per_head']),
                    kurtosis_first=float(np.mean(a['kurt_first'])), kurtosis_rest=float(np.mean(a['kurt_rest'])),
-                   max_activation=a['max_act'], logit_top1=a['logit_max'], logit_median=float(np.median(a['logits'])),
+                   max_activation=a['max_act'], massive_ratio=a['max_act'] / float(np.median(a['act_median'])),
+                   logit_top1=a['logit_max'], logit_median=float(np.median(a['logits'])),
                    erank_attention=float(np.mean(a['rank_attn'])), erank_qk=float(np.mean(a['rank_qk'])))
         if a['gate_mean']:
             row.update(gate_mean=float(np.mean(a['gate_mean'])), gate_below_0_1=float(np.mean(a['gate_low'])),
@@ -160,7 +170,9 @@ def analyze(model, batches):
     overall = dict(first_token_attention=float(np.mean([r['first_token_attention'] for r in layers])),
                    first_token_uniform=float(np.mean([r['first_token_uniform'] for r in layers])),
                    first_token_heads=first_token_heads(torch.cat([a['per_head'] for a in acc])),
+                   sink_heads=sink_heads(torch.cat([a['per_head'] for a in acc])),
                    max_activation=max(r['max_activation'] for r in layers),
+                   massive_ratio=max(r['massive_ratio'] for r in layers),
                    logit_top1=max(r['logit_top1'] for r in layers),
                    kurtosis_rest=float(np.mean([r['kurtosis_rest'] for r in layers])))
     return dict(layers=layers, overall=overall)
@@ -181,15 +193,16 @@ def quantization(model, batches):
 
 
 def markdown(res, name):
-    lines = [f'## {name}', '', '| layer | first-token attn (uniform) | heads on token 0 | kurtosis (tok 0 / rest) '
-             '| max abs act | top-1 / median abs logit | erank attn / QK | gate mean / <0.1 / std(q) |',
-             '|---' * 8 + '|']
+    lines = [f'## {name}', '', '| layer | first-token attn (uniform) | heads on token 0 / > 0.3 (Gu) '
+             '| kurtosis (tok 0 / rest) | max abs act (/ median) | top-1 / median abs logit | erank attn / QK '
+             '| gate mean / <0.1 / std(q) |', '|---' * 8 + '|']
     for r in res['layers']:
         gate = (f"{r['gate_mean']:.2f} / {r['gate_below_0_1']:.2f} / {r['gate_std_over_queries']:.3f}"
                 if 'gate_mean' in r else '')
         lines.append(f"| {r['layer']} | {r['first_token_attention']:.3f} ({r['first_token_uniform']:.3f}) | "
-                     f"{r['first_token_heads']:.2f} | "
-                     f"{r['kurtosis_first']:.1f} / {r['kurtosis_rest']:.1f} | {r['max_activation']:.1f} | "
+                     f"{r['first_token_heads']:.2f} / {r['sink_heads']:.2f} | "
+                     f"{r['kurtosis_first']:.1f} / {r['kurtosis_rest']:.1f} | {r['max_activation']:.1f} "
+                     f"({r['massive_ratio']:.0f}x) | "
                      f"{r['logit_top1']:.1f} / {r['logit_median']:.2f} | {r['erank_attention']:.1f} / "
                      f"{r['erank_qk']:.1f} | {gate} |")
     q = res['quantization']

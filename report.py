@@ -50,11 +50,21 @@ LAMBDA_PAIRS = [('diff', 'diff_sym'), ('llama_diff', 'llama_diff_sym')]
 _DIAG_PAIRS = [('nanogpt', 'softmax1'), ('nanogpt', 'gated')]
 DIAG_PAIRS = _DIAG_PAIRS + [('llama_' + a, 'llama_' + b) for a, b in _DIAG_PAIRS]
 # (column, how to read it from the file's dict, format)
-DIAG_METRICS = [('first-token attn', lambda a: a['overall']['first_token_attention'], '{:.4f}'),
-                ('heads on token 0', lambda a: a['overall']['first_token_heads'], '{:.3f}'),
-                ('kurtosis', lambda a: a['overall']['kurtosis_rest'], '{:.2f}'),
-                ('max abs act', lambda a: a['overall']['max_activation'], '{:.2f}'),
-                ('int4 loss penalty', lambda a: a['quantization']['loss_penalty_int4'], '{:+.4f}')]
+_DIAG_METRICS = [('first-token attn', lambda a: a['overall']['first_token_attention'], '{:.4f}'),
+                 ('heads on token 0', lambda a: a['overall']['first_token_heads'], '{:.3f}'),
+                 ('kurtosis', lambda a: a['overall']['kurtosis_rest'], '{:.2f}'),
+                 ('max abs act', lambda a: a['overall']['max_activation'], '{:.2f}'),
+                 ('int4 loss penalty', lambda a: a['quantization']['loss_penalty_int4'], '{:+.4f}')]
+
+
+def diag_metrics(files):
+    """analyze.py's measures; Gu et al.'s sink share and the massive-activation ratio where every file has them
+    (analysis.json files before session 8 lack them)."""
+    if not all('sink_heads' in f['overall'] for f in files):
+        return _DIAG_METRICS
+    return (_DIAG_METRICS[:2] + [('heads > 0.3 (Gu)', lambda a: a['overall']['sink_heads'], '{:.3f}')]
+            + _DIAG_METRICS[2:4] + [('max / median act', lambda a: a['overall']['massive_ratio'], '{:.0f}')]
+            + _DIAG_METRICS[4:])
 # the retrieval claim: every variant against the baseline in needle_eval.py's measures (needle_eval.json)
 NEEDLE_PAIRS = [('nanogpt', v) for v in ('diff', 'sym', 'diff_sym', 'gated', 'softmax1', 'diffv2')]
 
@@ -74,7 +84,7 @@ def needle_metrics(files):
 
 
 CONFIGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'configs')
-RUN_RE = re.compile(r'^(?P<variant>.+)_(?P<depth>\d+L)_s(?P<seed>\d+)$')
+RUN_RE = re.compile(r'^(?P<variant>.+)_(?P<depth>\d+[LM])_s(?P<seed>\d+)$')  # 3L, 6L, ...; 124M (GPT-2 small)
 PLOTS = ('val_loss.png', 'lambda_full.png')
 LAMBDA_RE = re.compile(r'^lambda/L(\d+)/full$')
 
@@ -122,7 +132,7 @@ def variant_key(v):
 
 
 def depth_key(d):
-    return int(d[:-1])
+    return (d[-1] == 'M', int(d[:-1]))  # layers, then model sizes
 
 
 def finished(cell):
@@ -462,20 +472,22 @@ def run_file(s, name):
 
 def diagnostics_table(summaries):
     """A row per run whose folder has analysis.json (written by analyze.py)."""
+    found = [(s, a) for s in summaries if (a := run_file(s, 'analysis.json')) is not None]
+    new = all('sink_heads' in a['overall'] for _, a in found)  # Gu's share and the massive ratio (session 8 on)
     lines = []
-    for s in summaries:
-        a = run_file(s, 'analysis.json')
-        if a is None:
-            continue
+    for s, a in found:
         o, q = a['overall'], a['quantization']
         # beside what uniform weights would give (analysis.json files before session 6 lack it)
         uniform = f" ({o['first_token_uniform']:.3f})" if 'first_token_uniform' in o else ''
-        lines.append(f"| {s['_name']} | {o['first_token_attention']:.3f}{uniform} | {o['first_token_heads']:.2f} | "
-                     f"{o['kurtosis_rest']:.1f} | {o['max_activation']:.1f} | {o['logit_top1']:.1f} | "
+        gu, ratio = (f" / {o['sink_heads']:.2f}", f" ({o['massive_ratio']:.0f}x)") if new else ('', '')
+        lines.append(f"| {s['_name']} | {o['first_token_attention']:.3f}{uniform} | "
+                     f"{o['first_token_heads']:.2f}{gu} | {o['kurtosis_rest']:.1f} | {o['max_activation']:.1f}{ratio} | {o['logit_top1']:.1f} | "
                      f"{q['loss_penalty_int8']:+.4f} | {q['loss_penalty_int4']:+.4f} |")
     if not lines:
         return ''
-    return '\n'.join(['| run | first-token attn (uniform) | heads on token 0 | kurtosis | max abs act '
+    heads, act = ('heads on token 0 / > 0.3 (Gu)', 'max abs act (/ median)') if new else ('heads on token 0',
+                                                                                          'max abs act')
+    return '\n'.join([f'| run | first-token attn (uniform) | {heads} | kurtosis | {act} '
                       '| top-1 abs logit | int8 loss penalty | int4 loss penalty |', '|---' * 8 + '|'] + lines)
 
 
@@ -681,7 +693,7 @@ def markdown(runs):
         diag = diagnostics_table(ok)
         if diag:
             parts += ['', '## Diagnostics (analyze.py, where analysis.json exists)', '', diag]
-            summary = measures_summary(runs, 'analysis.json', DIAG_METRICS, DIAG_PAIRS, 'The sink claims')
+            summary = measures_summary(runs, 'analysis.json', diag_metrics, DIAG_PAIRS, 'The sink claims')
             parts += ['', summary] if summary else []
         needle = needle_table(ok)
         summary = measures_summary(runs, 'needle_eval.json', needle_metrics, NEEDLE_PAIRS, 'The retrieval claim')

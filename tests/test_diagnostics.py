@@ -36,6 +36,22 @@ def test_first_token_metrics_on_forced_attention():
     assert mean == 0.0 and analyze.first_token_heads(per_head) == 0.0
 
 
+def test_gu_sink_metric_counts_heads_above_the_threshold():
+    """Gu et al.: the share of heads whose mean weight on token 0 (over queries >= 1) exceeds 0.3."""
+    T = 6
+    w = torch.zeros(1, 4, T, T)
+    for h, share in enumerate((0.9, 0.31, 0.29, 0.0)):  # heads giving token 0 these weights, the rest to the query
+        w[0, h, :, 0] = share
+        w[0, h] += torch.eye(T) * (1 - share)
+    _, per_head = analyze.first_token_attention(w)
+    assert analyze.sink_heads(per_head) == 0.5  # 0.9 and 0.31
+    assert analyze.sink_heads(per_head, eps=0.95) == 0.0 and analyze.sink_heads(per_head, eps=0.0) == 0.75
+    # a head can have token 0 as its most attended key and still not be a sink by this measure (uniform causal)
+    u = torch.tril(torch.ones(T, T))
+    _, per_head = analyze.first_token_attention((u / u.sum(-1, keepdim=True))[None, None])
+    assert analyze.first_token_heads(per_head) == 1.0 and analyze.sink_heads(per_head) == 0.0
+
+
 def test_uniform_first_token_reference_under_each_mask():
     """The reference a sink is read against: what uniform weights over each query's allowed keys give token 0."""
     T = 8
@@ -82,12 +98,34 @@ def test_first_token_attention_through_a_model_forced_onto_token_0():
         a.k_proj.weight[:, 0] = 30.0
     x = torch.randint(0, 11, (2, 16))
     res = analyze.analyze(m, [(x, x)])['layers'][0]
-    assert res['first_token_heads'] == 1.0
+    assert res['first_token_heads'] == 1.0 and res['sink_heads'] == 1.0
     assert res['first_token_attention'] > 0.99
     with torch.no_grad():
         a.k_proj.weight.zero_()  # all keys equal: uniform causal attention, token 0 gets 1/(i+1) from query i
     res = analyze.analyze(m, [(x, x)])['layers'][0]
     assert res['first_token_attention'] == pytest.approx(sum(1 / (i + 1) for i in range(1, 16)) / 15, rel=1e-4)
+    assert res['sink_heads'] == 0.0  # 0.22 on token 0: below Gu's 0.3
+
+
+def test_massive_activation_ratio_through_a_model():
+    """The largest |activation| of a block's output over its median |activation|: a planted massive channel makes
+    it large, and it is the max over layers overall."""
+    torch.manual_seed(0)
+    m = GPT(GPTConfig(block_size=16, vocab_size=11, n_layer=2, n_head=2, n_embd=16, bias=True)).eval()
+    x = torch.randint(0, 11, (2, 16))
+    before = analyze.analyze(m, [(x, x)])
+    with torch.no_grad():
+        m.transformer.h[1].mlp.c_proj.bias[3] = 1000.0  # one channel of layer 2's output, at every position
+    after = analyze.analyze(m, [(x, x)])
+    assert before['layers'][1]['massive_ratio'] < 20 and after['layers'][1]['massive_ratio'] > 500
+    assert after['layers'][0]['massive_ratio'] == before['layers'][0]['massive_ratio']
+    assert after['overall']['massive_ratio'] == after['layers'][1]['massive_ratio']
+    hidden = []
+    h = m.transformer.h[1].register_forward_hook(lambda mod, i, o: hidden.append(o[0] if isinstance(o, tuple) else o))
+    m(x)
+    h.remove()
+    ratio = (hidden[0].abs().max() / hidden[0].abs().median()).item()
+    assert after['layers'][1]['massive_ratio'] == pytest.approx(ratio, rel=1e-5)
 
 
 def test_kurtosis_of_a_gaussian_and_of_an_outlier():

@@ -246,6 +246,31 @@ def test_diagnostics_table_gives_the_uniform_reference_where_the_file_has_it(tmp
     assert rows['nanogpt_3L_s1'][1] == '0.015' and rows['nanogpt_3L_s2'][1] == '0.012 (0.020)'
 
 
+def test_gu_sink_share_and_massive_ratio_where_every_analysis_has_them(tmp_path):
+    """analyze.py writes sink_heads (Gu et al.) and massive_ratio since session 8: both get columns in the per-run
+    table and the summary, and are compared by seed, where every file has them; with one older file, neither."""
+    for s, (gu_a, gu_b) in {1: (0.5, 0.1), 2: (0.6, 0.0), 3: (0.4, 0.1)}.items():
+        for v, gu in (('nanogpt', gu_a), ('softmax1', gu_b)):
+            make_run(tmp_path, f'{v}_3L_s{s}', 1.5)
+            write_analysis(tmp_path, f'{v}_3L_s{s}', 0.3, 3.0 + s, 0.02)
+            path = os.path.join(tmp_path, f'{v}_3L_s{s}', 'analysis.json')
+            a = json.load(open(path))
+            a['overall'].update(sink_heads=gu, massive_ratio=100.0 * s + (v == 'nanogpt') * 1000)
+            json.dump(a, open(path, 'w'))
+    diag = section(report.render(str(tmp_path)), 'Diagnostics')
+    per_run = {cells(l)[0]: cells(l) for l in diag.splitlines() if cells(l) and cells(l)[0].endswith('_s2')}
+    assert per_run['nanogpt_3L_s2'][2] == '0.25 / 0.60' and per_run['nanogpt_3L_s2'][4] == '3.0 (1200x)'
+    summary = [cells(l) for l in diag.splitlines() if l.startswith('| 3L | ') and len(cells(l)) == 10]
+    assert summary[0][5] == '0.500 ± 0.100' and summary[0][8] == '1200 ± 100'
+    rows = {cells(l)[0]: cells(l) for l in diag.splitlines() if len(cells(l)) == 12 and cells(l)[1] == '3L'}
+    assert rows['heads > 0.3 (Gu)'][9] == 'not within noise: B lower'
+    assert rows['max / median act'][5] == '-1000.0000 ± 0.0000'
+    os.remove(path)  # softmax1_3L_s3 as an older file: without the new keys
+    write_analysis(tmp_path, 'softmax1_3L_s3', 0.3, 6.0, 0.02)
+    diag = section(report.render(str(tmp_path)), 'Diagnostics')
+    assert 'Gu' not in diag and 'median' not in diag
+
+
 def write_needle_eval(root, name, acc, answer, noise, share=None):
     """needle_eval.json as needle_eval.py writes it: by_needles keyed by the needle count (a string in JSON);
     without share, as it was written before the answer share existed."""
