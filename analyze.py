@@ -250,7 +250,8 @@ def main():
     except (FileNotFoundError, ValueError) as e:
         raise SystemExit(f'error: {e}')
     cfg = ckpt['config']
-    val = load_split(cfg['dataset'], 'val', load_meta(cfg['dataset']))
+    meta = load_meta(cfg['dataset'])
+    val = load_split(cfg['dataset'], 'val', meta, (ckpt.get('tokenizer') or {}).get('bos'))  # as it was trained
     T = model.config.block_size
     batches = [get_batch(val, batch_rng(args.seed, 3, k), args.batch_size, T, device) for k in range(args.eval_iters)]
     with autocast_context(dtype, device_type):

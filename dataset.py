@@ -56,12 +56,13 @@ def batch_rng(seed, *stream):
     return np.random.default_rng([seed, *stream])
 
 
-def load_split(dataset, split, meta):
+def load_split(dataset, split, meta, bos=None):
     """A split as a token stream, or, for datasets of fixed-length records (meta['record_len'], e.g. data/needle),
-    records of record_len = block_size + 1 tokens with a mask of the positions whose token is a target."""
+    records of record_len = block_size + 1 tokens with a mask of the positions whose token is a target. bos: a
+    token id that get_batch puts at position 0 of every window (train.py's bos=True), or None."""
     d = data_dir(dataset)
     split_data = dict(tokens=np.memmap(os.path.join(d, f'{split}.bin'), dtype=np.uint16, mode='r'),
-                      record_len=meta.get('record_len'), mask=None)
+                      record_len=meta.get('record_len'), mask=None, bos=bos)
     if split_data['record_len']:
         split_data['mask'] = np.memmap(os.path.join(d, f'{split}_mask.bin'), dtype=np.uint8, mode='r')
     return split_data
@@ -69,7 +70,9 @@ def load_split(dataset, split, meta):
 
 def get_batch(data, rng, batch_size, block_size, device):
     """Random windows of a token stream (x, y = x shifted by one); or random whole records, where y is -1 (no
-    loss) except at the masked target positions."""
+    loss) except at the masked target positions. With a bos token, a window is bos then block_size - 1 tokens of
+    text: x = [bos, w_0 .. w_{T-2}], y = [w_0 .. w_{T-1}], so position 0 always holds the same token, as the first
+    position of an LLM's context does (where attention sinks form)."""
     tokens, L = data['tokens'], data['record_len']
     if L:
         ix = rng.integers(0, len(tokens) // L, size=batch_size)
@@ -77,6 +80,10 @@ def get_batch(data, rng, batch_size, block_size, device):
         keep = np.stack([data['mask'][i * L + 1:(i + 1) * L] for i in ix]).astype(bool)
         x = torch.from_numpy(rec[:, :-1])
         y = torch.from_numpy(np.where(keep, rec[:, 1:], -1))
+    elif data.get('bos') is not None:
+        ix = rng.integers(0, len(tokens) - block_size + 1, size=batch_size)
+        y = torch.from_numpy(np.stack([tokens[i:i + block_size] for i in ix]).astype(np.int64))
+        x = torch.cat((torch.full((batch_size, 1), data['bos'], dtype=torch.int64), y[:, :-1]), dim=1)
     else:
         ix = rng.integers(0, len(tokens) - block_size, size=batch_size)
         x = torch.from_numpy(np.stack([tokens[i:i + block_size] for i in ix]).astype(np.int64))

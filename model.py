@@ -630,12 +630,20 @@ class GPT(nn.Module):
         return 6 * N + 6 * cfg.n_layer * T * (qk + av)
 
     @torch.no_grad()
-    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None):
-        """Sample max_new_tokens tokens after idx (B, T); the context is cropped to block_size."""
+    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, bos=None):
+        """Sample max_new_tokens tokens after idx (B, T); the context is cropped to block_size. bos: the token a
+        bos=True model saw at position 0 of every window; idx starts with it, every cropped context keeps it
+        there, and it is never sampled."""
+        T = self.config.block_size
         for _ in range(max_new_tokens):
-            idx_cond = idx if idx.size(1) <= self.config.block_size else idx[:, -self.config.block_size:]
+            if idx.size(1) <= T:
+                idx_cond = idx
+            else:
+                idx_cond = idx[:, -T:] if bos is None else torch.cat((idx[:, :1], idx[:, 1 - T:]), dim=1)
             logits, _ = self(idx_cond)
             logits = logits[:, -1, :] / temperature
+            if bos is not None:
+                logits[:, bos] = -float('Inf')
             if top_k is not None:
                 v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
                 logits[logits < v[:, [-1]]] = -float('Inf')

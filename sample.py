@@ -84,12 +84,14 @@ def main():
     unknown = unknown_of(start)
     if unknown:
         raise SystemExit(f"error: the prompt has characters the model's vocabulary lacks: {unknown!r}")
-    x = torch.tensor(encode(start), dtype=torch.long, device=device)[None, ...]
+    bos = (ckpt.get('tokenizer') or {}).get('bos')  # a bos=True model saw it at position 0 of every window
+    x = torch.tensor(([bos] if bos is not None else []) + encode(start), dtype=torch.long, device=device)[None, ...]
 
     with torch.no_grad(), autocast_context(dtype, device_type):
         for _ in range(args.num_samples):
-            y = model.generate(x, args.max_new_tokens, temperature=args.temperature, top_k=args.top_k or None)
-            print(decode(y[0].tolist()))
+            y = model.generate(x, args.max_new_tokens, temperature=args.temperature, top_k=args.top_k or None,
+                               bos=bos)
+            print(decode(y[0, int(bos is not None):].tolist()))
             print('---------------')
 
 

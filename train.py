@@ -56,6 +56,7 @@ DEFAULTS = dict(
     wandb_mode=None,  # None: wandb's own choice (WANDB_MODE, else online) | 'online' | 'offline' | 'disabled'
     # data
     dataset='shakespeare_char', gradient_accumulation_steps=1, batch_size=32,
+    bos=False,       # True: a beginning-of-sequence token (a new id, vocab one larger) at position 0 of every window
     # optimizer
     optimizer='adamw',  # 'adamw' | 'orthoadam' (Adam in a fixed random rotated basis, orthoadam.py)
     orthoadam_max_dim=1024,  # OrthoAdam leaves tensor axes longer than this unrotated (e.g. a BPE vocabulary)
@@ -587,9 +588,15 @@ def setup_data(cfg):
     without the dataset."""
     T = cfg['block_size']
     meta = load_meta(cfg['dataset'])
+    n_vocab = meta.get('vocab_size', 50304)  # GPT-2's 50257 padded to a multiple of 64
+    bos = n_vocab if cfg['bos'] else None    # the first id past the dataset's
     if cfg['vocab_size'] is None:
-        cfg['vocab_size'] = meta.get('vocab_size', 50304)  # GPT-2's 50257 padded to a multiple of 64
-    splits = load_split(cfg['dataset'], 'train', meta), load_split(cfg['dataset'], 'val', meta)
+        cfg['vocab_size'] = n_vocab + cfg['bos']
+    if cfg['bos'] and (meta.get('record_len') or cfg['vocab_size'] <= bos):
+        raise ValueError(f"bos=True needs a token stream (dataset '{cfg['dataset']}' is fixed-length records)"
+                         if meta.get('record_len') else f"bos=True puts token {bos} at position 0: vocab_size="
+                         f"{cfg['vocab_size']} must be at least {bos + 1} (or None, which takes it)")
+    splits = load_split(cfg['dataset'], 'train', meta, bos), load_split(cfg['dataset'], 'val', meta, bos)
     if meta.get('record_len') and meta['record_len'] != T + 1:
         raise ValueError(f"dataset '{cfg['dataset']}' has records of {meta['record_len']} tokens: "
                          f"set block_size={meta['record_len'] - 1}, or make the data again for block_size={T} "
@@ -598,6 +605,8 @@ def setup_data(cfg):
         if len(d['tokens']) <= T:
             raise ValueError(f"{name}.bin has {len(d['tokens'])} tokens, fewer than block_size + 1 = {T + 1}")
     tokenizer = {k: meta[k] for k in ('tokenizer', 'itos') if k in meta} or dict(tokenizer='gpt2')
+    if bos is not None:
+        tokenizer['bos'] = bos  # sample.py starts every prompt with it
     return splits, tokenizer
 
 

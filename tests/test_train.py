@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 import torch
 
@@ -16,7 +17,7 @@ sys.path.insert(0, ROOT)
 import dataset  # noqa: E402
 import hardware  # noqa: E402
 import train  # noqa: E402
-from model import load_checkpoint  # noqa: E402
+from model import GPT, GPTConfig, load_checkpoint  # noqa: E402
 
 TINY = ['--n_layer=2', '--n_head=4', '--n_embd=64', '--block_size=32', '--batch_size=8', '--device=cpu',
         '--compile=False', '--dtype=float32', '--eval_iters=2', '--log_interval=1', '--warmup_iters=2']
@@ -570,3 +571,48 @@ def test_bpe_prepare_fails_cleanly_without_tiktoken_encoding(tmp_path, monkeypat
     with pytest.raises(SystemExit, match='(?s)could not load the GPT-2 encoding.*Nothing was written'):
         runpy.run_path(str(d / 'prepare.py'), run_name='__main__')
     assert sorted(os.listdir(d)) == ['prepare.py']
+
+
+# --- bos: a fixed beginning-of-sequence token at position 0 (issue #26's first sink setting)
+
+def test_bos_batches_put_the_token_at_position_0_and_shift_the_text():
+    tokens = np.arange(1000, dtype=np.uint16) % 60
+    plain = dict(tokens=tokens, record_len=None, mask=None)
+    x, y = dataset.get_batch(dict(plain, bos=60), np.random.default_rng(0), 16, 8, 'cpu')
+    assert (x[:, 0] == 60).all() and (y != 60).all()
+    assert torch.equal(x[:, 1:], y[:, :-1])  # the text shifted by one after bos: y[t] follows x[..t]
+    for b in range(16):  # y is a window of the text
+        start = int(np.flatnonzero(tokens[:-7] == y[b, 0].item())[0])
+        assert torch.equal(y[b] % 60, torch.from_numpy((start + np.arange(8)) % 60).long())
+    x0, y0 = dataset.get_batch(plain, np.random.default_rng(0), 16, 8, 'cpu')
+    assert (x0[:, 0] != 60).all()  # without bos, nothing changes
+
+
+def test_bos_run_has_one_more_token_and_samples_with_it(tmp_path):
+    out = tmp_path / 'o'
+    run_train(out, '--max_iters=2', '--eval_interval=2', '--bos=True')
+    ckpt = torch.load(out / 'ckpt.pt', weights_only=True)
+    assert ckpt['model_args']['vocab_size'] == 66 and ckpt['tokenizer']['bos'] == 65
+    p = subprocess.run([sys.executable, os.path.join(ROOT, 'sample.py'), f'--out_dir={out}', '--start=ROMEO:',
+                        '--num_samples=1', '--max_new_tokens=40', '--seed=1'], cwd=ROOT, capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    text = p.stdout.split('\n', 1)[1].split('\n---------------\n')[0]
+    assert text.startswith('ROMEO:') and len(text) == len('ROMEO:') + 40  # bos is neither printed nor sampled
+    p = run_train(tmp_path / 'n', '--max_iters=2', '--bos=True', '--dataset=needle', '--block_size=32', check=False)
+    assert p.returncode == 1 and 'bos=True needs a token stream' in p.stderr, p.stderr
+    p = run_train(tmp_path / 'v', '--max_iters=2', '--bos=True', '--vocab_size=65', check=False)
+    assert p.returncode == 1 and 'vocab_size=65 must be at least 66' in p.stderr, p.stderr
+
+
+def test_generate_keeps_bos_at_position_0_when_it_crops():
+    torch.manual_seed(0)
+    m = GPT(GPTConfig(block_size=8, vocab_size=12, n_layer=1, n_head=2, n_embd=16)).eval()
+    seen = []
+    orig = m.forward
+    m.forward = lambda idx, targets=None: (seen.append(idx.clone()), orig(idx, targets))[1]
+    with torch.no_grad():
+        y = m.generate(torch.tensor([[11, 3, 4]]), 20, bos=11)
+    assert all(s[0, 0].item() == 11 and s.size(1) <= 8 for s in seen) and seen[-1].size(1) == 8
+    assert torch.equal(seen[-1][0, 1:], y[0, -8:-1])  # the latest 7 tokens after bos
+    assert (y[0, 1:] != 11).all()  # never sampled
