@@ -11,18 +11,24 @@
 #   SEEDS="1 2 3" JOBS=8 ./ablate.sh              # eight runs at a time, spread over every visible GPU
 #   VARIANTS="nanogpt diff" DEPTHS=6L ./ablate.sh --dropout=0.1    # extra --key=value go to every run
 #   PROFILE=gpt2 NPROC=8 ./ablate.sh              # GPT-2 124M on web text (data/fineweb), each run on 8 GPUs
+#   PROFILE=sink SEEDS="1 2 3" ANALYZE=1 ./ablate.sh   # the sink claims on Bigram-Backcopy, where the baseline
+#                                                 # has a sink (data/bigram_backcopy, results/sink_cpu.md)
 #   SLURM=1 SBATCH_ARGS="--gres=gpu:1 --time=4:00:00" PROFILE=full SEEDS="1 2 3" ./ablate.sh
 #                                                 # a Slurm job array: one task a run, then a job for report.py
 #
 # Environment:
-#   PROFILE   full | cpu | cpu_long | demo | gpt2  (default full where torch sees a GPU; without one, say
-#                                              which. gpt2: configs/<variant>_124M.py on data/fineweb, with
-#                                              the configs' own 2.5B-token schedule; sweep fineweb_gpt2)
+#   PROFILE   full | cpu | cpu_long | demo | gpt2 | sink  (default full where torch sees a GPU; without one,
+#                                              say which. gpt2: configs/<variant>_124M.py on data/fineweb, with
+#                                              the configs' own 2.5B-token schedule; sweep fineweb_gpt2. sink:
+#                                              configs/bb_<variant>_2L.py on data/bigram_backcopy, with the
+#                                              configs' schedule; sweep bigram_backcopy_sink)
 #   CAUSAL    1 | 0                           (default 1; 0 adds --causal=False to every run and names the sweep
 #                                              shakespeare_<profile>_noncausal: attention that sees the future)
 #   LEAK      none | zero_future | off_by_one (default none; else adds --causal=False --leak=LEAK and names the
 #                                              sweep shakespeare_<profile>_leak_<LEAK>: a masking bug reproduced)
-#   VARIANTS  config name stems               (default: the seed's five, then gated softmax1 diff_gated)
+#   VARIANTS  config name stems               (default: the seed's five, then gated softmax1 diff_gated; sink:
+#                                              nanogpt softmax1 gated gated_headwise orthoadam softmax1_orthoadam,
+#                                              each prefixed with bb_)
 #   ARCH      nanogpt | llama                 (default nanogpt; llama prefixes each variant with llama_, the
 #                                              Diff paper's RMSNorm/SwiGLU/RoPE layer: configs/llama_*_6L.py)
 #   DEPTHS    3L 6L 8L                        (default: 3L 6L 8L for full, 3L 6L for cpu)
@@ -79,9 +85,10 @@ case "$ANALYZE" in 0|1) ;; *) echo "ablate.sh: ANALYZE=$ANALYZE is not one of: 0
 SEEDS=${SEEDS:-1337}
 [ "$PROFILE" = demo ] && VARIANTS=${VARIANTS:-"nanogpt diff sym diff_sym norm_sym"}  # the seed's five
 [ "$PROFILE" = gpt2 ] && VARIANTS=${VARIANTS:-"nanogpt diff diff_sym sym gated softmax1 sym_noself"}
+[ "$PROFILE" = sink ] && VARIANTS=${VARIANTS:-"nanogpt softmax1 gated gated_headwise orthoadam softmax1_orthoadam"}
 VARIANTS=${VARIANTS:-"nanogpt diff sym diff_sym norm_sym gated softmax1 diff_gated"}
 case "${ARCH:-nanogpt}" in
-  nanogpt) ;;
+  nanogpt) [ "$PROFILE" = sink ] && VARIANTS=$(for v in $VARIANTS; do printf 'bb_%s ' "$v"; done) ;;
   llama)   VARIANTS=$(for v in $VARIANTS; do printf 'llama_%s ' "$v"; done) ;;
   *)       echo "ablate.sh: ARCH=$ARCH is not one of: nanogpt llama" >&2; exit 2 ;;
 esac
@@ -104,9 +111,12 @@ case "$PROFILE" in
                   --batch_size=16 --dropout=0.0 --eval_interval=50 --eval_iters=5 --log_interval=10) ;;
   # GPT-2 small on web text: the configs hold the schedule (a 2.5B-token budget, configs/base_gpt2.py)
   gpt2) DEPTHS=${DEPTHS:-"124M"}; SCHEDULE=() ;;
-  *)    echo "ablate.sh: PROFILE=$PROFILE is not one of: full cpu cpu_long demo gpt2" >&2; exit 2 ;;
+  # the sink claims where the baseline has a sink: Bigram-Backcopy (data/bigram_backcopy), 2 layers; the
+  # configs (configs/bb_*_2L.py) hold the schedule, a few minutes a run on one CPU core
+  sink) DEPTHS=${DEPTHS:-"2L"}; SCHEDULE=() ;;
+  *)    echo "ablate.sh: PROFILE=$PROFILE is not one of: full cpu cpu_long demo gpt2 sink" >&2; exit 2 ;;
 esac
-[ "$PROFILE" = gpt2 ] && DATA=fineweb || DATA=shakespeare  # the sweep folder's prefix
+case "$PROFILE" in gpt2) DATA=fineweb ;; sink) DATA=bigram_backcopy ;; *) DATA=shakespeare ;; esac  # sweep prefix
 LEAK=${LEAK:-none}
 case "$LEAK" in
   none) ;;

@@ -34,21 +34,36 @@ import statistics
 from output import pyplot, save_figure, write_text
 
 _SEED = ['nanogpt', 'diff', 'sym', 'diff_sym', 'norm_sym']  # the seed's columns, in its order
-_EXTRA = ['sym_noself', 'gated', 'softmax1', 'diff_gated']  # ours, after the seed's
-# ARCH=llama runs are named llama_<variant>: the same columns in the Diff paper's RMSNorm/SwiGLU/RoPE layer
-SEED_VARIANTS = _SEED + ['llama_' + v for v in _SEED]
-EXTRA_VARIANTS = _EXTRA + ['llama_' + v for v in _EXTRA]
+_EXTRA = ['sym_noself', 'gated', 'gated_headwise', 'softmax1', 'diff_gated', 'orthoadam',
+          'softmax1_orthoadam']  # ours, after the seed's
+# the same variants in other settings, named <prefix><variant>: ARCH=llama runs (the Diff paper's
+# RMSNorm/SwiGLU/RoPE layer) and PROFILE=sink runs (bb_: the Bigram-Backcopy task, data/bigram_backcopy)
+PREFIXES = {'llama_': 'llama ', 'bb_': 'BB '}
+
+
+def _prefixed(items):
+    """items (variants, or tuples of them) and their copies under every prefix."""
+    def add(p, v):
+        return tuple(p + x for x in v) if isinstance(v, tuple) else p + v
+    return list(items) + [add(p, v) for p in PREFIXES for v in items]
+
+
+SEED_VARIANTS = _prefixed(_SEED)
+EXTRA_VARIANTS = _prefixed(_EXTRA)
 NAMES = dict(nanogpt='nanogpt', diff='gpt+Diff', sym='gpt+Sym', diff_sym='gpt+Diff+Sym', norm_sym='Norm+Sym',
-             sym_noself='Sym, no self', gated='Gated (G1)', softmax1='Softmax-1', diff_gated='Diff+Gated')
-NAMES.update({'llama_' + v: 'llama ' + n for v, n in NAMES.items()})
+             sym_noself='Sym, no self', gated='Gated (G1)', gated_headwise='Gated (G1, headwise)',
+             softmax1='Softmax-1', diff_gated='Diff+Gated', orthoadam='OrthoAdam',
+             softmax1_orthoadam='Softmax-1 + OrthoAdam')
+NAMES.update({p + v: name + n for p, name in PREFIXES.items() for v, n in list(NAMES.items())})
 # (reference A, variant B) pairs whose val-loss gap B - A the seeds' claims are about
 _PAIRS = [('nanogpt', 'diff'), ('sym', 'diff_sym'), ('sym', 'norm_sym'), ('nanogpt', 'sym'), ('nanogpt', 'gated'),
           ('nanogpt', 'softmax1'), ('sym', 'sym_noself')]
-COMPARISONS = _PAIRS + [('llama_' + a, 'llama_' + b) for a, b in _PAIRS]
-LAMBDA_PAIRS = [('diff', 'diff_sym'), ('llama_diff', 'llama_diff_sym')]
-# the sink claims: softmax-1 and the gate against the baseline, in analyze.py's measures (analysis.json)
-_DIAG_PAIRS = [('nanogpt', 'softmax1'), ('nanogpt', 'gated')]
-DIAG_PAIRS = _DIAG_PAIRS + [('llama_' + a, 'llama_' + b) for a, b in _DIAG_PAIRS]
+COMPARISONS = _prefixed(_PAIRS)
+LAMBDA_PAIRS = _prefixed([('diff', 'diff_sym')])
+# the sink claims: softmax-1, the gates and OrthoAdam against the baseline, in analyze.py's measures
+_DIAG_PAIRS = [('nanogpt', 'softmax1'), ('nanogpt', 'gated'), ('nanogpt', 'gated_headwise'),
+               ('nanogpt', 'orthoadam'), ('nanogpt', 'softmax1_orthoadam')]
+DIAG_PAIRS = _prefixed(_DIAG_PAIRS)
 # (column, how to read it from the file's dict, format)
 _DIAG_METRICS = [('first-token attn', lambda a: a['overall']['first_token_attention'], '{:.4f}'),
                  ('heads on token 0', lambda a: a['overall']['first_token_heads'], '{:.3f}'),

@@ -356,3 +356,26 @@ def test_ablate_gpt2_profile_runs_every_124M_config_in_its_own_sweep(tmp_path):
     for i, ((args, folders), v) in enumerate(zip(calls, variants)):
         assert args.split()[2:] == ['--seed=3', f'--out_dir={tmp_path}/fineweb_gpt2/{v}_124M_s3', '--max_iters=2']
         assert folders.split() == sorted(f'{w}_124M_s3' for w in variants[:i + 1])  # none for runs still queued
+
+
+def test_ablate_sink_profile_runs_the_bigram_backcopy_configs_in_their_own_sweep(tmp_path):
+    """PROFILE=sink: the six configs/bb_<variant>_2L.py, in order, with their own schedule (no profile keys), in
+    runs/bigram_backcopy_sink; VARIANTS names variants without the bb_ prefix, which the profile adds."""
+    wrapper = tmp_path / 'python'
+    wrapper.write_text(f"#!/bin/sh\ncase \"$*\" in *train.py*) echo \"$*\" >> {tmp_path}/calls.log ;; esac\nexit 0\n")
+    wrapper.chmod(0o755)
+    env = dict(os.environ, PROFILE='sink', RUNS_DIR=str(tmp_path), PYTHON=str(wrapper), SEEDS='1 2')
+    p = subprocess.run(['bash', os.path.join(ROOT, 'ablate.sh')], env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    calls = (tmp_path / 'calls.log').read_text().splitlines()
+    variants = ['nanogpt', 'softmax1', 'gated', 'gated_headwise', 'orthoadam', 'softmax1_orthoadam']
+    want = [(f'configs/bb_{v}_2L.py', f'--seed={s}', f'--out_dir={tmp_path}/bigram_backcopy_sink/bb_{v}_2L_s{s}')
+            for s in (1, 2) for v in variants]
+    assert [tuple(c.split()[1:]) for c in calls] == want
+    for cfg, _, _ in want:
+        assert os.path.exists(os.path.join(ROOT, cfg))
+    (tmp_path / 'calls.log').unlink()
+    env.update(VARIANTS='softmax1', SEEDS='3')
+    p = subprocess.run(['bash', os.path.join(ROOT, 'ablate.sh')], env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert (tmp_path / 'calls.log').read_text().split()[1] == 'configs/bb_softmax1_2L.py'
