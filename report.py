@@ -77,7 +77,13 @@ def diag_metrics(files):
     (analysis.json files before session 8 lack them)."""
     if not all('sink_heads' in f['overall'] for f in files):
         return _DIAG_METRICS
-    return (_DIAG_METRICS[:2] + [('heads > 0.3 (Gu)', lambda a: a['overall']['sink_heads'], '{:.3f}')]
+    # in models of up to 4 layers, also first-token attention layer by layer: there a sink is one layer's
+    # (data/bigram_backcopy's dormant head), and the mean over layers would mix it with layers that have none
+    n_layers = {len(f.get('layers', [])) for f in files}
+    per_layer = [(f'first-token attn, layer {i + 1}', lambda a, i=i: a['layers'][i]['first_token_attention'],
+                  '{:.4f}') for i in range(min(n_layers))] if len(n_layers) == 1 and max(n_layers) <= 4 else []
+    return (_DIAG_METRICS[:1] + per_layer + _DIAG_METRICS[1:2]
+            + [('heads > 0.3 (Gu)', lambda a: a['overall']['sink_heads'], '{:.3f}')]
             + _DIAG_METRICS[2:4] + [('max / median act', lambda a: a['overall']['massive_ratio'], '{:.0f}')]
             + _DIAG_METRICS[4:])
 # the retrieval claim: every variant against the baseline in needle_eval.py's measures (needle_eval.json)
@@ -309,6 +315,8 @@ def title(ok):
     keys = ('dataset', 'causal', 'max_iters', 'lr_decay_iters', 'warmup_iters', 'learning_rate', 'min_lr',
             'dropout', 'batch_size', 'block_size', 'n_embd', 'n_head', 'eval_interval', 'eval_iters')
     setup = {k: values(ok, k, True if k == 'causal' else None) for k in keys}  # runs before 'causal' were causal
+    if values(ok, 'bos', False) != [False]:  # named only where some run had a BOS token (train.py's bos)
+        setup['bos'] = values(ok, 'bos', False)
     lines += ['', 'Setup: ' + ', '.join(f'{k}={joined(vs)}' for k, vs in setup.items())
               + (' (a/b: differs between runs).' if any(len(vs) > 1 for vs in setup.values()) else '.')]
     return '\n'.join(lines)

@@ -604,7 +604,8 @@ def setup_data(cfg):
     for name, d in zip(('train', 'val'), splits):
         if len(d['tokens']) <= T:
             raise ValueError(f"{name}.bin has {len(d['tokens'])} tokens, fewer than block_size + 1 = {T + 1}")
-    tokenizer = {k: meta[k] for k in ('tokenizer', 'itos') if k in meta} or dict(tokenizer='gpt2')
+    # a dataset whose records start with its own BOS (data/bigram_backcopy) names it in meta.json, as bos=True does
+    tokenizer = {k: meta[k] for k in ('tokenizer', 'itos', 'bos') if k in meta} or dict(tokenizer='gpt2')
     if bos is not None:
         tokenizer['bos'] = bos  # sample.py starts every prompt with it
     return splits, tokenizer

@@ -271,6 +271,30 @@ def test_gu_sink_share_and_massive_ratio_where_every_analysis_has_them(tmp_path)
     assert 'Gu' not in diag and 'median' not in diag
 
 
+def test_first_token_attention_by_layer_in_small_models(tmp_path):
+    """In models of up to 4 layers the summary and the comparisons give first-token attention layer by layer (a
+    sink held by one layer is not averaged away); with deeper models, or files without layers, they do not."""
+    def write(name, layers, gu):
+        a = dict(overall=dict(first_token_attention=sum(layers) / len(layers), first_token_heads=1.0,
+                              max_activation=3.0, logit_top1=9.0, kurtosis_rest=3.0, sink_heads=gu, massive_ratio=9.0),
+                 layers=[dict(first_token_attention=x) for x in layers],
+                 quantization=dict(loss_penalty_int8=0.0, loss_penalty_int4=0.01))
+        json.dump(a, open(os.path.join(tmp_path, name, 'analysis.json'), 'w'))
+    for s, (l2_a, l2_b) in {1: (0.7, 0.02), 2: (0.6, 0.03), 3: (0.8, 0.01)}.items():
+        for v, l2 in (('bb_nanogpt', l2_a), ('bb_softmax1', l2_b)):
+            make_run(tmp_path, f'{v}_2L_s{s}', 1.7)
+            write(f'{v}_2L_s{s}', [0.4, l2], 0.5)
+    diag = section(report.render(str(tmp_path)), 'Diagnostics')
+    rows = {cells(l)[0]: cells(l) for l in diag.splitlines() if len(cells(l)) == 12 and cells(l)[1] == '2L'}
+    assert rows['first-token attn, layer 2'][2:4] == ['BB nanogpt', 'BB Softmax-1']
+    assert rows['first-token attn, layer 2'][5] == f'{-0.68:+.4f} ± {0.11:.4f}'
+    assert 'first-token attn, layer 1 (2L, BB nanogpt and BB Softmax-1: 0.4)' in diag  # the same in every run
+    runs = [n for n in os.listdir(tmp_path) if os.path.isdir(tmp_path / n)]
+    for name in runs:  # the same runs as 6-layer models: no per-layer measures
+        write(name, [0.4] * 5 + [0.7 if 'nanogpt' in name else 0.02], 0.5)
+    assert 'layer 1' not in section(report.render(str(tmp_path)), 'Diagnostics')
+
+
 def write_needle_eval(root, name, acc, answer, noise, share=None):
     """needle_eval.json as needle_eval.py writes it: by_needles keyed by the needle count (a string in JSON);
     without share, as it was written before the answer share existed."""

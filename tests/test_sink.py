@@ -110,6 +110,14 @@ def test_every_sink_config_trains_and_is_analysed(tmp_path):
                        cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert a.returncode == 0, a.stderr
     res = json.load(open(out / 'analysis.json'))
+    # the checkpoint names the dataset's BOS: sample.py starts the prompt with it and never samples it
+    import torch
+    assert torch.load(out / 'ckpt.pt', weights_only=False)['tokenizer']['bos'] == len(set(TEXT))
+    smp = subprocess.run([sys.executable, 'sample.py', f'--out_dir={out}', '--start=the', '--num_samples=2',
+                          '--max_new_tokens=40', '--top_k=0'], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert smp.returncode == 0, smp.stderr
+    samples = smp.stdout.split('\n', 1)[1].split('---------------\n')[:-1]  # after 'number of parameters'
+    assert len(samples) == 2 and all(x.startswith('the') and '<s>' not in x for x in samples)
     # the position-0 key every record starts with is BOS: uniform weights would give it mean_t 1 / (t + 1)
     assert res['overall']['first_token_uniform'] == pytest.approx(np.mean(1 / np.arange(2, 17)), rel=1e-6)
     assert 0 <= res['overall']['sink_heads'] <= 1
