@@ -57,7 +57,8 @@ NAMES = dict(nanogpt='nanogpt', diff='gpt+Diff', sym='gpt+Sym', diff_sym='gpt+Di
 NAMES.update({p + v: name + n for p, name in PREFIXES.items() for v, n in list(NAMES.items())})
 # (reference A, variant B) pairs whose val-loss gap B - A the seeds' claims are about
 _PAIRS = [('nanogpt', 'diff'), ('sym', 'diff_sym'), ('sym', 'norm_sym'), ('nanogpt', 'sym'), ('nanogpt', 'gated'),
-          ('nanogpt', 'softmax1'), ('sym', 'sym_noself')]
+          ('nanogpt', 'softmax1'), ('sym', 'sym_noself'), ('nanogpt', 'gated_headwise'), ('nanogpt', 'orthoadam'),
+          ('nanogpt', 'softmax1_orthoadam')]
 COMPARISONS = _prefixed(_PAIRS)
 LAMBDA_PAIRS = _prefixed([('diff', 'diff_sym')])
 # the sink claims: softmax-1, the gates and OrthoAdam against the baseline, in analyze.py's measures
