@@ -167,10 +167,10 @@ def analyze(model, batches):
             row.update(gate_mean=float(np.mean(a['gate_mean'])), gate_below_0_1=float(np.mean(a['gate_low'])),
                        gate_std_over_queries=float(np.mean(a['gate_qstd'])))
         layers.append(row)
+    per_head = torch.cat([a['per_head'] for a in acc])  # every head of every layer
     overall = dict(first_token_attention=float(np.mean([r['first_token_attention'] for r in layers])),
                    first_token_uniform=float(np.mean([r['first_token_uniform'] for r in layers])),
-                   first_token_heads=first_token_heads(torch.cat([a['per_head'] for a in acc])),
-                   sink_heads=sink_heads(torch.cat([a['per_head'] for a in acc])),
+                   first_token_heads=first_token_heads(per_head), sink_heads=sink_heads(per_head),
                    max_activation=max(r['max_activation'] for r in layers),
                    massive_ratio=max(r['massive_ratio'] for r in layers),
                    logit_top1=max(r['logit_top1'] for r in layers),

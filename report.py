@@ -81,8 +81,9 @@ def diag_metrics(files):
     # in models of up to 4 layers, also first-token attention layer by layer: there a sink is one layer's
     # (data/bigram_backcopy's dormant head), and the mean over layers would mix it with layers that have none
     n_layers = {len(f.get('layers', [])) for f in files}
+    L = n_layers.pop() if len(n_layers) == 1 else 0
     per_layer = [(f'first-token attn, layer {i + 1}', lambda a, i=i: a['layers'][i]['first_token_attention'],
-                  '{:.4f}') for i in range(min(n_layers))] if len(n_layers) == 1 and max(n_layers) <= 4 else []
+                  '{:.4f}') for i in range(L if L <= 4 else 0)]
     return (_DIAG_METRICS[:1] + per_layer + _DIAG_METRICS[1:2]
             + [('heads > 0.3 (Gu)', lambda a: a['overall']['sink_heads'], '{:.3f}')]
             + _DIAG_METRICS[2:4] + [('max / median act', lambda a: a['overall']['massive_ratio'], '{:.0f}')]

@@ -10,6 +10,7 @@ import sys
 
 import numpy as np
 import pytest
+import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -111,7 +112,6 @@ def test_every_sink_config_trains_and_is_analysed(tmp_path):
     assert a.returncode == 0, a.stderr
     res = json.load(open(out / 'analysis.json'))
     # the checkpoint names the dataset's BOS: sample.py starts the prompt with it and never samples it
-    import torch
     assert torch.load(out / 'ckpt.pt', weights_only=False)['tokenizer']['bos'] == len(set(TEXT))
     smp = subprocess.run([sys.executable, 'sample.py', f'--out_dir={out}', '--start=the', '--num_samples=2',
                           '--max_new_tokens=40', '--top_k=0'], cwd=ROOT, capture_output=True, text=True, timeout=600)

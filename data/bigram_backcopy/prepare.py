@@ -111,7 +111,11 @@ def main(argv=None):
         ap.error(f'--block_size {args.block_size}: a record needs at least 3 tokens after BOS')
     if args.input is not None and not os.path.isfile(args.input):
         ap.error(f'--input {args.input}: no such file')
-    text = shakespeare_text() if args.input is None else open(args.input, encoding='utf-8').read()
+    if args.input is None:
+        text = shakespeare_text()
+    else:
+        with open(args.input, encoding='utf-8') as f:
+            text = f.read()
     try:
         chars, triggers, P, first = chain(text, args.k)
     except ValueError as e:
