@@ -13,22 +13,27 @@
 #   PROFILE=gpt2 NPROC=8 ./ablate.sh              # GPT-2 124M on web text (data/fineweb), each run on 8 GPUs
 #   PROFILE=sink SEEDS="1 2 3" ANALYZE=1 ./ablate.sh   # the sink claims on Bigram-Backcopy, where the baseline
 #                                                 # has a sink (data/bigram_backcopy, results/sink_cpu.md)
+#   PROFILE=retrieval SEEDS="1 2 3" ANALYZE=1 ./ablate.sh   # the retrieval claim on needles with distractors,
+#                                                 # where the baseline is below 100% (results/needle_cpu.md)
 #   SLURM=1 SBATCH_ARGS="--gres=gpu:1 --time=4:00:00" PROFILE=full SEEDS="1 2 3" ./ablate.sh
 #                                                 # a Slurm job array: one task a run, then a job for report.py
 #
 # Environment:
-#   PROFILE   full | cpu | cpu_long | demo | gpt2 | sink  (default full where torch sees a GPU; without one,
+#   PROFILE   full | cpu | cpu_long | demo | gpt2 | sink | retrieval  (default full where torch sees a GPU; without one,
 #                                              say which. gpt2: configs/<variant>_124M.py on data/fineweb, with
 #                                              the configs' own 2.5B-token schedule; sweep fineweb_gpt2. sink:
 #                                              configs/bb_<variant>_2L.py on data/bigram_backcopy, with the
-#                                              configs' schedule; sweep bigram_backcopy_sink)
+#                                              configs' schedule; sweep bigram_backcopy_sink. retrieval:
+#                                              configs/nd_<variant>_2L.py on data/needle_distractors;
+#                                              sweep needle_distractors_retrieval)
 #   CAUSAL    1 | 0                           (default 1; 0 adds --causal=False to every run and names the sweep
 #                                              shakespeare_<profile>_noncausal: attention that sees the future)
 #   LEAK      none | zero_future | off_by_one (default none; else adds --causal=False --leak=LEAK and names the
 #                                              sweep shakespeare_<profile>_leak_<LEAK>: a masking bug reproduced)
 #   VARIANTS  config name stems               (default: the seed's five, then gated softmax1 diff_gated; sink:
 #                                              nanogpt softmax1 gated gated_headwise orthoadam softmax1_orthoadam,
-#                                              each prefixed with bb_)
+#                                              each prefixed with bb_; retrieval: nanogpt diff sym diff_sym
+#                                              gated softmax1, each prefixed with nd_)
 #   ARCH      nanogpt | llama                 (default nanogpt; llama prefixes each variant with llama_, the
 #                                              Diff paper's RMSNorm/SwiGLU/RoPE layer: configs/llama_*_6L.py)
 #   DEPTHS    3L 6L 8L                        (default: 3L 6L 8L for full, 3L 6L for cpu)
@@ -43,7 +48,8 @@
 #   ANALYZE   0 | 1                           (default 0; 1 runs analyze.py on each run this command names once
 #                                              it has finished, also on runs finished earlier, where there is a
 #                                              ckpt.pt and no analysis.json: the sink and outlier measures in
-#                                              analysis.json, without moving checkpoints. A failed analysis leaves
+#                                              analysis.json, without moving checkpoints. retrieval: needle_eval.py
+#                                              and needle_eval.json instead. A failed analysis leaves
 #                                              FAILED beside summary.json; the next ANALYZE=1 launch retries it)
 #   PYTHON    interpreter                     (default python)
 #   SLURM     0 | 1                           (default 0; 1 submits the sweep's unfinished runs as a Slurm job
@@ -86,9 +92,13 @@ SEEDS=${SEEDS:-1337}
 [ "$PROFILE" = demo ] && VARIANTS=${VARIANTS:-"nanogpt diff sym diff_sym norm_sym"}  # the seed's five
 [ "$PROFILE" = gpt2 ] && VARIANTS=${VARIANTS:-"nanogpt diff diff_sym sym gated softmax1 sym_noself"}
 [ "$PROFILE" = sink ] && VARIANTS=${VARIANTS:-"nanogpt softmax1 gated gated_headwise orthoadam softmax1_orthoadam"}
+[ "$PROFILE" = retrieval ] && VARIANTS=${VARIANTS:-"nanogpt diff sym diff_sym gated softmax1"}
 VARIANTS=${VARIANTS:-"nanogpt diff sym diff_sym norm_sym gated softmax1 diff_gated"}
 case "${ARCH:-nanogpt}" in
-  nanogpt) [ "$PROFILE" = sink ] && VARIANTS=$(for v in $VARIANTS; do printf 'bb_%s ' "$v"; done) ;;
+  nanogpt) case "$PROFILE" in
+             sink)      VARIANTS=$(for v in $VARIANTS; do printf 'bb_%s ' "$v"; done) ;;
+             retrieval) VARIANTS=$(for v in $VARIANTS; do printf 'nd_%s ' "$v"; done) ;;
+           esac ;;
   llama)   VARIANTS=$(for v in $VARIANTS; do printf 'llama_%s ' "$v"; done) ;;
   *)       echo "ablate.sh: ARCH=$ARCH is not one of: nanogpt llama" >&2; exit 2 ;;
 esac
@@ -114,9 +124,16 @@ case "$PROFILE" in
   # the sink claims where the baseline has a sink: Bigram-Backcopy (data/bigram_backcopy), 2 layers; the
   # configs (configs/bb_*_2L.py) hold the schedule, a few minutes a run on one CPU core
   sink) DEPTHS=${DEPTHS:-"2L"}; SCHEDULE=() ;;
-  *)    echo "ablate.sh: PROFILE=$PROFILE is not one of: full cpu cpu_long demo gpt2 sink" >&2; exit 2 ;;
+  # the retrieval claim where the baseline misses: needles with distractors (data/needle_distractors), 2 layers;
+  # the configs (configs/nd_*_2L.py) hold the schedule, 3-4 minutes a run on one CPU core
+  retrieval) DEPTHS=${DEPTHS:-"2L"}; SCHEDULE=() ;;
+  *)    echo "ablate.sh: PROFILE=$PROFILE is not one of: full cpu cpu_long demo gpt2 sink retrieval" >&2; exit 2 ;;
 esac
-case "$PROFILE" in gpt2) DATA=fineweb ;; sink) DATA=bigram_backcopy ;; *) DATA=shakespeare ;; esac  # sweep prefix
+case "$PROFILE" in  # the sweep's prefix, and what ANALYZE=1 runs on each finished run
+  gpt2) DATA=fineweb ;; sink) DATA=bigram_backcopy ;; retrieval) DATA=needle_distractors ;; *) DATA=shakespeare ;;
+esac
+if [ "$PROFILE" = retrieval ]; then ANALYZER=needle_eval.py; ANALYSIS=needle_eval.json
+else ANALYZER=analyze.py; ANALYSIS=analysis.json; fi
 LEAK=${LEAK:-none}
 case "$LEAK" in
   none) ;;
@@ -225,19 +242,19 @@ run_one() {  # cfg dir seed [extra args]: one run, its exit status in a FAILED f
   return 0
 }
 
-analyze_one() {  # dir: analyze.py on the run's last checkpoint (ckpt.pt), its output in analyze.log
+analyze_one() {  # dir: $ANALYZER (analyze.py; needle_eval.py for retrieval) on the run's ckpt.pt, into analyze.log
   local dir=$1 rc
   rm -f "$dir/FAILED"
   # default INT/TERM dispositions again (the job's subshell ignores them): a stopped sweep stops its analyses too
-  ( trap - INT TERM; exec "$PYTHON" analyze.py --out_dir="$dir" ) >"$dir/analyze.log" 2>&1 </dev/null
+  ( trap - INT TERM; exec "$PYTHON" "$ANALYZER" --out_dir="$dir" ) >"$dir/analyze.log" 2>&1 </dev/null
   rc=$?
   if [ $rc -ne 0 ] && [ -f "$STOPPING" ]; then
-    echo "stopped $dir: analyze.py; a re-launch with ANALYZE=1 runs it again"
+    echo "stopped $dir: $ANALYZER; a re-launch with ANALYZE=1 runs it again"
     return 130
   fi
   if [ $rc -ne 0 ]; then
     echo "$rc" > "$dir/FAILED"
-    echo "FAILED $dir: analyze.py (exit $rc): tail of $dir/analyze.log:"
+    echo "FAILED $dir: $ANALYZER (exit $rc): tail of $dir/analyze.log:"
     tail -n 3 "$dir/analyze.log" | sed 's/^/         /'
   else
     echo "analyzed $dir"
@@ -257,7 +274,7 @@ for run in "${RUNS[@]}"; do
   read -r cfg dir seed <<< "$run"
   if [ -f "$dir/summary.json" ]; then
     echo "skip   $dir (finished)"; skipped=$((skipped + 1))
-    [ "$ANALYZE" = 1 ] && [ ! -f "$dir/analysis.json" ] || continue
+    [ "$ANALYZE" = 1 ] && [ ! -f "$dir/$ANALYSIS" ] || continue
     # e.g. a committed run copied back without its checkpoint
     [ -f "$dir/ckpt.pt" ] || { echo "         no ckpt.pt, so no analysis"; continue; }
     job=(analyze_one "$dir"); analyzed+=("$dir")
@@ -292,7 +309,7 @@ if [ $failed -gt 0 ]; then
   echo "ablate.sh: $failed run(s) failed (see FAILED above and their train.log); re-launch to retry them" >&2
 fi
 if [ $failed_an -gt 0 ]; then
-  echo "ablate.sh: analyze.py failed on $failed_an finished run(s) (see analyze.log); re-launch with ANALYZE=1" >&2
+  echo "ablate.sh: $ANALYZER failed on $failed_an finished run(s) (see analyze.log); re-launch with ANALYZE=1" >&2
 fi
 [ $((failed + failed_an)) -gt 0 ] && exit 1
 exit $report_rc

@@ -60,7 +60,7 @@ def evaluate(model, meta, needles, depths, n_eval, seed, device='cpu'):
         for depth in depths:
             rng = np.random.default_rng([seed, 7, n, int(depth * 1000)])
             recs = [make_record(rng, T1, n, meta['n_queries'], meta['n_keys'], meta['n_values'], meta['n_filler'],
-                                depth, meta.get('fused', False)) for _ in range(n_eval)]
+                                depth, meta.get('fused', False), meta.get('distractors', 0)) for _ in range(n_eval)]
             x = torch.from_numpy(np.stack([r[0][:-1] for r in recs]).astype(np.int64)).to(device)
             logits, _ = model(x, x)  # targets make the model return logits at every position
             maps = model.attention_maps(x)
@@ -83,7 +83,8 @@ def heatmap(model, meta, path, seed, device='cpu'):
         return False
     rng = np.random.default_rng([seed, 8])
     tok, _, info = make_record(rng, meta['record_len'], meta['max_needles'], meta['n_queries'], meta['n_keys'],
-                               meta['n_values'], meta['n_filler'], 0.5, meta.get('fused', False))
+                               meta['n_values'], meta['n_filler'], 0.5, meta.get('fused', False),
+                               meta.get('distractors', 0))
     x = torch.from_numpy(tok[None, :-1].astype(np.int64)).to(device)
     rows = np.stack([m[0, :, info['query_pos'][0], :].float().mean(0).cpu().numpy() for m in model.attention_maps(x)])
     fig, ax = plt.subplots(figsize=(8, 1 + 0.4 * len(rows)))

@@ -51,16 +51,22 @@ def vocab(n_keys, n_values, n_filler, fused=False):
     return keys, values, filler, pairs
 
 
-def make_record(rng, record_len, n_needles, n_queries, n_keys, n_values, n_filler, depth=None, fused=False):
+def make_record(rng, record_len, n_needles, n_queries, n_keys, n_values, n_filler, depth=None, fused=False,
+                distractors=0):
     """One record. depth in [0, 1] places the first queried needle at that fraction of the haystack (0: its
     start, 1: its end); None places every needle at random. fused: a needle is one token standing for its
-    (key, value) pair rather than the two tokens `key value`. Returns (tokens, mask, info)."""
+    (key, value) pair rather than the two tokens `key value`. distractors: that many extra needles with the first
+    queried needle's key and other values, all earlier in the haystack: the answer is the key's latest value (a
+    store that was overwritten), so attention must pick one of several matching needles, not just a match. With
+    distractors, depth places the answer among the slots that leave room for them before it. Returns
+    (tokens, mask, info); info['distractor_pos'] lists the distractors' positions."""
     keys, values, filler, pairs = vocab(n_keys, n_values, n_filler, fused)
     width = 1 if fused else 2                       # tokens per needle
     hay = record_len - 1 - 2 * n_queries           # haystack length
     slots = hay // width                            # needle i sits on positions width * slot_i (+ 1)
-    if n_needles > min(slots, n_keys):
-        raise ValueError(f"{n_needles} needles do not fit ({slots} slots, {n_keys} keys)")
+    if n_needles > min(slots - distractors, n_keys) or (distractors and n_values < 2):
+        raise ValueError(f"{n_needles} needles and {distractors} distractors do not fit ({slots} slots, "
+                         f"{n_keys} keys, {n_values} values)")
     tokens = rng.choice(filler, size=record_len)
     ki = rng.choice(n_keys, size=n_needles, replace=False)  # keys are distinct within a record
     vi = rng.integers(0, n_values, size=n_needles)
@@ -68,13 +74,32 @@ def make_record(rng, record_len, n_needles, n_queries, n_keys, n_values, n_fille
     # asked for, a shortcut that needs no key matching (results/needle_cpu.md)
     queried = rng.choice(n_needles, size=n_queries)
     slot = rng.choice(slots, size=n_needles, replace=False)
+    if distractors and depth is None:  # room for the distractors before the answer: it moves to a later slot
+        j = queried[0]
+        if slot[j] < distractors:
+            want = rng.integers(distractors, slots)
+            other = np.nonzero(slot == want)[0]
+            if len(other):
+                slot[other[0]] = slot[j]
+            slot[j] = want
     if depth is not None:  # move the first queried needle to the requested depth
-        want = int(round(depth * (slots - 1)))
+        want = distractors + int(round(depth * (slots - 1 - distractors)))
         j = queried[0]
         other = np.nonzero(slot == want)[0]
         if len(other):
             slot[other[0]] = slot[j]
         slot[j] = want
+    dk, dv = ki[:0], vi[:0]
+    if distractors:  # the same key, earlier, each with a value other than the answer's (the other needles move)
+        j = queried[0]
+        before = np.arange(slot[j])
+        d_slot = rng.choice(before, size=distractors, replace=False)
+        free = np.setdiff1d(np.arange(slots), np.concatenate([slot, d_slot]))
+        moved = np.isin(slot, d_slot)
+        slot[moved] = rng.choice(free, size=int(moved.sum()), replace=False)
+        dk = np.full(distractors, ki[j])
+        dv = (vi[j] + rng.integers(1, n_values, size=distractors)) % n_values
+        slot, ki, vi = np.concatenate([slot, d_slot]), np.concatenate([ki, dk]), np.concatenate([vi, dv])
     pos = width * slot
     if fused:
         tokens[pos] = pairs[ki * n_values + vi]
@@ -83,9 +108,10 @@ def make_record(rng, record_len, n_needles, n_queries, n_keys, n_values, n_fille
     tokens[hay] = SEP
     mask = np.zeros(record_len, dtype=np.uint8)
     qpos = hay + 1 + 2 * np.arange(n_queries)      # query key positions; the answer follows each
-    tokens[qpos], tokens[qpos + 1] = keys[ki[queried]], values[vi[queried]]
+    tokens[qpos], tokens[qpos + 1] = keys[ki[queried]], values[vi[queried]]  # ki, vi [:n_needles]: the needles
     mask[qpos + 1] = 1
-    info = dict(needle_pos=pos, needle_width=width, queried=queried, query_pos=qpos, haystack_len=hay)
+    info = dict(needle_pos=pos[:n_needles], needle_width=width, queried=queried, query_pos=qpos, haystack_len=hay,
+                distractor_pos=pos[n_needles:])
     return tokens.astype(np.uint16), mask, info
 
 
@@ -94,14 +120,14 @@ def build(rng, n, args):
     for _ in range(n):
         n_needles = int(rng.integers(args.min_needles, args.max_needles + 1))
         t, m, _ = make_record(rng, args.block_size + 1, n_needles, args.n_queries, args.n_keys, args.n_values,
-                              args.n_filler, fused=args.fused)
+                              args.n_filler, fused=args.fused, distractors=args.distractors)
         toks.append(t)
         masks.append(m)
     return np.stack(toks), np.stack(masks)
 
 
-def write(name, arr):
-    path = os.path.join(HERE, name)
+def write(folder, name, arr):
+    path = os.path.join(folder, name)
     arr.tofile(path + '.tmp')
     os.replace(path + '.tmp', path)
 
@@ -119,9 +145,13 @@ def get_args(argv=None):
     ap.add_argument('--n_filler', type=int, default=16)
     ap.add_argument('--fused', action=argparse.BooleanOptionalAction, default=True,
                     help='a needle is one token for its (key, value) pair (default); --no-fused: the two tokens k v')
+    ap.add_argument('--distractors', type=int, default=0,
+                    help="needles with the first queried key and other values, before the answer, which is the "
+                         "key's latest value (see make_record)")
     ap.add_argument('--n_train', type=int, default=200000)
     ap.add_argument('--n_val', type=int, default=2000)
     ap.add_argument('--seed', type=int, default=0)
+    ap.add_argument('--out_dir', default=HERE, help='where the files go (default: this folder)')
     args = ap.parse_args(argv)
     if not 1 <= args.min_needles <= args.max_needles:
         ap.error(f'need 1 <= --min_needles <= --max_needles, got {args.min_needles} and {args.max_needles}')
@@ -136,16 +166,15 @@ def main(argv=None):
     seen = {r.tobytes() for r in train_t}
     keep = np.array([r.tobytes() not in seen for r in val_t])  # held-out records never occur in training
     val_t, val_m = val_t[keep], val_m[keep]
-    write('train.bin', train_t)
-    write('train_mask.bin', train_m)
-    write('val.bin', val_t)
-    write('val_mask.bin', val_m)
+    for name, arr in (('train.bin', train_t), ('train_mask.bin', train_m), ('val.bin', val_t), ('val_mask.bin', val_m)):
+        write(args.out_dir, name, arr)
     vocab_size = 1 + sum(map(len, vocab(args.n_keys, args.n_values, args.n_filler, args.fused)))  # SEP and the rest
-    meta = dict(vocab_size=vocab_size, record_len=args.block_size + 1,
-                tokenizer='needle', **{k: v for k, v in vars(args).items() if k not in ('n_train', 'n_val')})
-    with open(os.path.join(HERE, 'meta.json.tmp'), 'w') as f:
+    meta = dict(vocab_size=vocab_size, record_len=args.block_size + 1, tokenizer='needle',
+                **{k: v for k, v in vars(args).items() if k not in ('n_train', 'n_val', 'out_dir')})
+    path = os.path.join(args.out_dir, 'meta.json')
+    with open(path + '.tmp', 'w') as f:
         json.dump(meta, f)
-    os.replace(os.path.join(HERE, 'meta.json.tmp'), os.path.join(HERE, 'meta.json'))
+    os.replace(path + '.tmp', path)
     print(f"{len(train_t):,} train and {len(val_t):,} val records of {args.block_size + 1} tokens, "
           f"vocab {meta['vocab_size']}")
 
