@@ -603,9 +603,10 @@ class GPT(nn.Module):
         return rows
 
     def configure_optimizers(self, weight_decay, learning_rate, betas, optimizer='adamw', orthoadam_max_dim=1024,
-                             seed=0):
+                             seed=0, capturable=False):
         """AdamW (or OrthoAdam) with weight decay on matrices only: no decay on lambda vectors, norms, biases
-        or gains."""
+        or gains. capturable: AdamW for a CUDA graph (train.py's cuda_graph): its step count, and its learning
+        rate as a tensor the caller fills in place, stay on the device, so a replay reads them without a sync."""
         if optimizer not in ('adamw', 'orthoadam'):
             raise ValueError(f"optimizer={optimizer!r} is not one of ('adamw', 'orthoadam')")
         params = [p for p in self.parameters() if p.requires_grad]
@@ -614,6 +615,10 @@ class GPT(nn.Module):
         if optimizer == 'orthoadam':
             from orthoadam import OrthoAdam
             return OrthoAdam(groups, lr=learning_rate, betas=betas, max_dim=orthoadam_max_dim, seed=seed)
+        if capturable:
+            device = params[0].device
+            return torch.optim.AdamW(groups, lr=torch.tensor(learning_rate, device=device), betas=betas,
+                                     fused=True, capturable=device.type == 'cuda')
         # the fused kernel exists for CUDA and, in recent PyTorch, for CPU; fall back to foreach otherwise
         try:
             return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, fused=True)

@@ -67,6 +67,8 @@ DEFAULTS = dict(
     device='auto',   # 'auto' (cuda if present, else cpu) | 'cpu' | 'cuda' | 'cuda:1' | 'mps'
     dtype='auto',    # 'auto' | 'float32' | 'bfloat16' | 'float16'
     compile=None,    # None = auto: torch.compile on CUDA, off on CPU
+    compile_mode='default',  # torch.compile's mode: 'reduce-overhead' replays CUDA graphs of forward and backward
+    cuda_graph=False,  # True: the whole step (forward, backward, clip, AdamW) and the eval forward as CUDA graphs
 )
 DEFAULTS.update({f.name: f.default for f in fields(GPTConfig)})
 DEFAULTS['vocab_size'] = None
@@ -79,7 +81,8 @@ class RunError(Exception):
 
 
 CHOICES = dict(init_from=('scratch', 'resume'), wandb_mode=(None, 'online', 'offline', 'disabled'),
-               optimizer=('adamw', 'orthoadam'), dtype=('auto', 'float32', 'bfloat16', 'float16'))
+               optimizer=('adamw', 'orthoadam'), dtype=('auto', 'float32', 'bfloat16', 'float16'),
+               compile_mode=('default', 'reduce-overhead', 'max-autotune', 'max-autotune-no-cudagraphs'))
 
 
 def _expected_types(key):
@@ -562,9 +565,30 @@ def setup_processes(cfg):
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
     dtype = pick_dtype(cfg['dtype'], device_type)
-    return Env(ddp, rank, local_rank, world, device, device_type, dtype, autocast_context(dtype, device_type),
-               compile=cfg['compile'] if cfg['compile'] is not None else device_type == 'cuda',
-               accum=cfg['gradient_accumulation_steps'] // world)
+    env = Env(ddp, rank, local_rank, world, device, device_type, dtype, autocast_context(dtype, device_type),
+              compile=cfg['compile'] if cfg['compile'] is not None else device_type == 'cuda',
+              accum=cfg['gradient_accumulation_steps'] // world)
+    if cfg['cuda_graph']:
+        check_cuda_graph(cfg, env)
+    return env
+
+
+def check_cuda_graph(cfg, env):
+    """cuda_graph=True records the step once and replays it: refuse what a replay cannot do, before any work."""
+    why = None
+    if env.device_type != 'cuda':
+        why = f"needs a CUDA device (this run is on {env.device}); drop --cuda_graph"
+    elif env.ddp:
+        why = ("runs one process per GPU (DDP's all-reduce is not captured); run seeds side by side with "
+               "ablate.sh's JOBS instead")
+    elif cfg['optimizer'] != 'adamw':
+        why = "needs AdamW (capturable=True); OrthoAdam's step is not captured"
+    elif env.dtype == 'float16':
+        why = "cannot replay float16's GradScaler (its overflow check reads the device); use dtype=bfloat16"
+    elif env.compile and cfg['compile_mode'] in ('reduce-overhead', 'max-autotune'):
+        why = f"and compile_mode={cfg['compile_mode']!r} both make CUDA graphs; use one of them"
+    if why:
+        raise ValueError(f"config: cuda_graph=True {why}")
 
 
 def open_run(cfg):
@@ -626,11 +650,13 @@ class TrainState:
     best_val_loss: float = float('inf')
     last_eval: dict = field(default_factory=dict)  # the last eval's losses: an eval iteration is evaluated once
     wandb_id: typing.Optional[str] = None
+    graphs: typing.Optional['CudaGraphs'] = None  # cuda_graph=True: the captured step and eval forward
 
 
 # keys that say where and how a run is computed, logged or saved, not what it computes: a resume may change them
-FREE_ON_RESUME = ('out_dir', 'init_from', 'eval_only', 'device', 'dtype', 'compile', 'wandb_log', 'wandb_project',
-                  'wandb_run_name', 'wandb_mode', 'log_interval', 'always_save_checkpoint')
+FREE_ON_RESUME = ('out_dir', 'init_from', 'eval_only', 'device', 'dtype', 'compile', 'compile_mode', 'cuda_graph',
+                  'wandb_log', 'wandb_project', 'wandb_run_name', 'wandb_mode', 'log_interval',
+                  'always_save_checkpoint')
 
 
 def check_resume_config(cfg, saved, explicit, path):
@@ -681,17 +707,23 @@ def setup_model(cfg, env, tokenizer, explicit=()):
     scaler = torch.amp.GradScaler(env.device_type, enabled=(env.dtype == 'float16'))
     optimizer = raw_model.configure_optimizers(cfg['weight_decay'], cfg['learning_rate'],
                                                (cfg['beta1'], cfg['beta2']), cfg['optimizer'],
-                                               cfg['orthoadam_max_dim'], cfg['seed'])
+                                               cfg['orthoadam_max_dim'], cfg['seed'], capturable=cfg['cuda_graph'])
     if ckpt:
         optimizer.load_state_dict(ckpt['optimizer'])
+        for group in optimizer.param_groups:  # the saved groups' lr and flags are another run's: this run's wins
+            lr = float(group['lr'])
+            group['lr'] = torch.tensor(lr, device=env.device) if cfg['cuda_graph'] else lr
+            if 'capturable' in group:
+                group['capturable'] = cfg['cuda_graph']
         if 'scaler' in ckpt and scaler.is_enabled():
             scaler.load_state_dict(ckpt['scaler'])
-    model = torch.compile(raw_model) if env.compile else raw_model
+    model = torch.compile(raw_model, mode=cfg['compile_mode']) if env.compile else raw_model
     if env.ddp:
         from torch.nn.parallel import DistributedDataParallel as DDP
         model = DDP(model, device_ids=[env.local_rank] if env.device_type == 'cuda' else None)
     state = TrainState(model, raw_model, model.module if env.ddp else model, optimizer, scaler,
-                       first_bad=torch.tensor(-1, device=env.device), tokenizer=tokenizer)
+                       first_bad=torch.tensor(-1, device=env.device), tokenizer=tokenizer,
+                       graphs=CudaGraphs(cfg, env) if cfg['cuda_graph'] else None)
     if ckpt:
         state.iter_num = state.start_iter = ckpt['iter_num']
         state.best_val_loss = ckpt['best_val_loss']
@@ -736,8 +768,7 @@ def train(cfg, env, state, log, clock, data, stop):
     of the step or evaluation batch in progress (stop.poll(): every rank at the same point)."""
     while True:
         lr = get_lr(state.iter_num, cfg)
-        for group in state.optimizer.param_groups:
-            group['lr'] = lr
+        set_lr(state.optimizer, lr)
         if eval_due(cfg, state):
             with clock.paused():  # evaluation and checkpointing are not training time
                 if not evaluate(cfg, env, state, log, lr, data, stop):
@@ -751,6 +782,16 @@ def train(cfg, env, state, log, clock, data, stop):
             log_step(cfg, env, state, log, clock, loss_sum, lr)
         if stop.poll():
             return save_at_stop(cfg, env, state, log)
+
+
+def set_lr(optimizer, lr):
+    """The step's learning rate. A tensor lr (cuda_graph=True) is filled in place: the captured AdamW reads it
+    from the device, so a new value needs neither a new capture nor a sync."""
+    for group in optimizer.param_groups:
+        if isinstance(group['lr'], torch.Tensor):
+            group['lr'].fill_(lr)
+        else:
+            group['lr'] = lr
 
 
 def save_at_stop(cfg, env, state, log):
@@ -775,28 +816,30 @@ def eval_due(cfg, state):
 
 
 @torch.no_grad()
-def estimate_loss(cfg, env, model, data, stop):
+def estimate_loss(cfg, env, model, data, stop, graphs=None):
     """Mean loss over eval_iters batches per split; the same batches at every eval (less noise between evals). Under
     DDP rank r evaluates batches r, r + world, ... and one all-reduce gathers them, so the mean is the same as one
     process's. None when a stop was asked for during it (polled once per round of `world` batches, so that every
     rank polls as often)."""
     model.eval()
     try:
-        losses = torch.zeros(2, cfg['eval_iters'])
+        losses = torch.zeros(2, cfg['eval_iters'], device=env.device)  # filled on the device: no sync per batch
         for split_id, split in enumerate(data):
             for k in range(env.rank, cfg['eval_iters'] + env.rank, env.world):
                 if k < cfg['eval_iters']:
                     X, Y = get_batch(split, batch_rng(cfg['seed'], 1, split_id, k), cfg['batch_size'],
                                      cfg['block_size'], env.device)
-                    with env.autocast:
-                        _, loss = model(X, Y)
-                    losses[split_id, k] = loss.item()
+                    if graphs is not None:
+                        losses[split_id, k] = graphs.eval_loss(env, model, X, Y)
+                    else:
+                        with env.autocast:
+                            _, loss = model(X, Y)
+                        losses[split_id, k] = loss.float()
                 if stop.poll():
                     return None
         if env.ddp:
-            losses = losses.to(env.device)
             dist.all_reduce(losses)  # each batch's loss is nonzero on one rank only
-            losses = losses.cpu()
+        losses = losses.cpu()
         return dict(train=losses[0].mean().item(), val=losses[1].mean().item())
     finally:
         model.train()
@@ -806,7 +849,7 @@ def evaluate(cfg, env, state, log, lr, data, stop):
     """Every rank: the train and val losses; rank 0 logs them and writes best.pt when val loss improved and ckpt.pt
     per always_save_checkpoint. ckpt.pt first: a crash between the two leaves a resumable run, and the resume mends
     best.pt (mend_best). False when stopped during the evaluation (which the resumed run redoes)."""
-    losses = estimate_loss(cfg, env, state.eval_model, data, stop)
+    losses = estimate_loss(cfg, env, state.eval_model, data, stop, state.graphs)
     if losses is None:
         return False
     metrics = lambda_metrics(state.raw_model.lambda_table())
@@ -832,6 +875,12 @@ def train_step(cfg, env, state, data):
     """One optimizer step over this rank's `accum` micro-batches. Micro-batch m of rank r is global number
     g = r * accum + m, so N processes see exactly the batches (and dropout masks) of one process with N times the
     accumulation. Returns the mean loss over this rank's micro-batches, as a tensor (no sync)."""
+    if state.graphs is not None:
+        loss_sum = state.graphs.step(cfg, env, state, data)
+        state.first_bad = torch.where((state.first_bad < 0) & ~torch.isfinite(loss_sum), state.iter_num,
+                                      state.first_bad)
+        state.iter_num += 1
+        return loss_sum
     loss_sum = 0.0
     for m in range(env.accum):
         g = env.rank * env.accum + m
@@ -855,6 +904,87 @@ def train_step(cfg, env, state, data):
     state.optimizer.zero_grad(set_to_none=True)
     state.iter_num += 1
     return loss_sum
+
+
+class CudaGraphs:
+    """cuda_graph=True: the training step (forward and backward over the micro-batches, gradient clipping, AdamW) is
+    recorded once as a CUDA graph and replayed every step, and so is the eval forward, so a small model's step costs
+    one launch instead of hundreds. Each step's batches are copied into fixed input tensors before the replay; the
+    learning rate is a tensor that the captured AdamW reads on the device (set_lr).
+    - The first WARMUP steps run eagerly, on a side stream: AdamW's state, cuBLAS's workspaces and torch.compile
+      are set up there, which a capture may not do. Then the step is captured and replayed from there on.
+    - Dropout: a replay reads the generator's seed and offset when it starts, so reseeding before each replay keeps
+      the masks a pure function of (seed, iteration), across resumes too. Within a step the micro-batches draw
+      consecutive offsets of one seed, so with accumulation and dropout the masks are not the eager step's.
+    - Gradients live in the graph's memory: the captured backward of the first micro-batch writes them, the
+      others add to them, and nothing outside the graph may zero them."""
+    WARMUP = 3
+
+    def __init__(self, cfg, env):
+        shape = (env.accum, cfg['batch_size'], cfg['block_size'])
+        self.X = torch.zeros(shape, dtype=torch.long, device=env.device)
+        self.Y = torch.zeros_like(self.X)
+        self.eval_X, self.eval_Y = torch.zeros_like(self.X[0]), torch.zeros_like(self.Y[0])
+        self.train_graph = self.eval_graph = None
+        self.eager_steps = 0
+
+    def _train(self, cfg, env, state):
+        loss_sum = torch.zeros((), device=env.device)
+        for m in range(env.accum):
+            with env.autocast:
+                _, loss = state.model(self.X[m], self.Y[m])
+            (loss / env.accum).backward()
+            loss_sum += loss.detach().float() / env.accum
+        if cfg['grad_clip'] != 0.0:
+            torch.nn.utils.clip_grad_norm_(state.model.parameters(), cfg['grad_clip'])
+        state.optimizer.step()
+        return loss_sum
+
+    def step(self, cfg, env, state, data):
+        for m in range(env.accum):
+            X, Y = get_batch(data, batch_rng(cfg['seed'], 0, state.iter_num, m), cfg['batch_size'],
+                             cfg['block_size'], env.device)
+            self.X[m].copy_(X, non_blocking=True)
+            self.Y[m].copy_(Y, non_blocking=True)
+        if self.train_graph is None and self.eager_steps < self.WARMUP:
+            seed_torch(cfg['seed'], 2, state.iter_num, 0)  # as the eager step's first micro-batch
+            loss = self._on_side_stream(lambda: self._train(cfg, env, state))
+            state.optimizer.zero_grad(set_to_none=True)  # the capture then allocates the gradients in its pool
+            self.eager_steps += 1
+            return loss
+        if self.train_graph is None:
+            self.train_graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(self.train_graph):
+                self.train_loss = self._train(cfg, env, state)
+        seed_torch(cfg['seed'], 2, state.iter_num, 0)  # after the capture, which advances the generator
+        self.train_graph.replay()
+        return self.train_loss.clone()  # the graph overwrites its output at the next replay
+
+    def eval_loss(self, env, model, X, Y):
+        """One eval batch's loss through the captured forward (captured at the first call, after one eager
+        forward on a side stream)."""
+        self.eval_X.copy_(X, non_blocking=True)
+        self.eval_Y.copy_(Y, non_blocking=True)
+
+        def forward():
+            with env.autocast:
+                return model(self.eval_X, self.eval_Y)[1].float()
+        if self.eval_graph is None:
+            self._on_side_stream(forward)
+            self.eval_graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(self.eval_graph):
+                self.eval_out = forward()
+        self.eval_graph.replay()
+        return self.eval_out.clone()
+
+    @staticmethod
+    def _on_side_stream(fn):
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            out = fn()
+        torch.cuda.current_stream().wait_stream(side)
+        return out
 
 
 def log_step(cfg, env, state, log, clock, loss_sum, lr):

@@ -146,3 +146,54 @@ def test_train_resume_sample_and_analyze_on_cuda(tmp_path):
     run('analyze.py', f'--out_dir={out}', '--device=cuda', '--dtype=bfloat16', '--eval_iters=2', '--batch_size=4')
     a = json.load(open(os.path.join(out, 'analysis.json')))
     assert a['device'].startswith('cuda') and a['iter'] == 20 and len(a['layers']) == 3
+
+
+def train_losses(out):
+    """The training losses a run logged (log_interval=1: every step), in order."""
+    return [r['loss'] for r in map(json.loads, open(os.path.join(out, 'log.jsonl')))
+            if r.get('kind') == 'train']
+
+
+def graph_run(tmp_path, name, *args):
+    dataset.ensure_data('shakespeare_char')
+    out = str(tmp_path / name)
+    run('train.py', 'configs/nanogpt_3L.py', '--n_embd=64', '--n_head=4', '--block_size=64', '--batch_size=8',
+        '--eval_interval=10', '--eval_iters=3', '--log_interval=1', '--warmup_iters=2', '--max_iters=20',
+        '--lr_decay_iters=20', '--dtype=float32', '--compile=False', f'--out_dir={out}', *args)
+    return out
+
+
+@pytest.mark.parametrize('accum', [1, 2])
+def test_cuda_graph_step_equals_the_eager_step(tmp_path, accum):
+    """cuda_graph=True: 3 eager warm-up steps, then 17 replays of the captured step, whose losses, evals and final
+    weights match the eager run's (fp32, no dropout; the learning rate changes every step, read from the tensor)."""
+    args = (f'--gradient_accumulation_steps={accum}', '--dropout=0.0')
+    eager = graph_run(tmp_path, 'eager', *args)
+    graphed = graph_run(tmp_path, 'graphed', *args, '--cuda_graph=True')
+    a, b = train_losses(eager), train_losses(graphed)
+    assert len(a) == len(b) == 20
+    assert max(abs(x - y) for x, y in zip(a, b)) < 1e-4
+    sa, sb = (json.load(open(os.path.join(d, 'summary.json'))) for d in (eager, graphed))
+    assert abs(sa['final_val_loss'] - sb['final_val_loss']) < 1e-4
+    wa, wb = (torch.load(os.path.join(d, 'ckpt.pt'), map_location='cpu')['model'] for d in (eager, graphed))
+    assert max((wa[k].float() - wb[k].float()).abs().max().item() for k in wa) < 1e-3
+
+
+def test_cuda_graph_dropout_masks_and_resume(tmp_path):
+    """With dropout the replayed step is a pure function of (seed, iteration): two runs log the same losses, one
+    stopped at 10 and resumed (new warm-up, new capture) logs them too, and with accumulation 1 they are the eager
+    step's masks."""
+    a = graph_run(tmp_path, 'a', '--dropout=0.2', '--cuda_graph=True')
+    eager = graph_run(tmp_path, 'eager', '--dropout=0.2')
+    b = graph_run(tmp_path, 'b', '--dropout=0.2', '--cuda_graph=True', '--max_iters=10')
+    graph_run(tmp_path, 'b', '--dropout=0.2', '--cuda_graph=True', '--init_from=resume')
+    la, lb, le = train_losses(a), train_losses(b), train_losses(eager)
+    assert len(la) == len(lb) == 20
+    assert max(abs(x - y) for x, y in zip(la, lb)) < 1e-4
+    assert max(abs(x - y) for x, y in zip(la, le)) < 1e-4
+
+
+def test_compile_mode_reduce_overhead_trains(tmp_path):
+    out = graph_run(tmp_path, 'ro', '--compile=True', '--compile_mode=reduce-overhead', '--dtype=bfloat16')
+    s = json.load(open(os.path.join(out, 'summary.json')))
+    assert s['finished'] and s['final_val_loss'] < 4.2

@@ -1,4 +1,5 @@
 """train.py, sample.py and the data scripts, end to end on tiny models and the real Shakespeare text (CPU)."""
+import contextlib
 import json
 import os
 import runpy
@@ -372,6 +373,68 @@ def test_dtype_auto_on_cuda_takes_bf16_only_where_the_gpu_has_it(monkeypatch, ma
     monkeypatch.setattr(torch.cuda, '_check_bf16_tensor_supported', lambda d: True)
     assert hardware.pick_dtype('auto', 'cuda') == expected
     assert hardware.pick_dtype('float32', 'cuda') == 'float32'
+
+
+# --- the GPU step (issue #28), what the CPU can check: the CUDA-graph path itself is in tests/test_cuda.py
+
+def test_cuda_graph_refuses_what_a_replay_cannot_do(tmp_path):
+    with pytest.raises(ValueError, match=r"cuda_graph=True needs a CUDA device \(this run is on cpu\)"):
+        train.main([*TINY, f'--out_dir={tmp_path / "o"}', '--cuda_graph=True'])
+    assert not (tmp_path / 'o').exists()
+    with pytest.raises(ValueError, match=r"compile_mode='fast' must be one of"):
+        train.parse_config(['--compile_mode=fast'])
+    gpu = dict(ddp=False, rank=0, local_rank=0, world=1, device='cuda', device_type='cuda', dtype='bfloat16',
+               autocast=contextlib.nullcontext(), compile=False, accum=1)
+    cfg = train.parse_config(['--cuda_graph=True'])
+    train.check_cuda_graph(cfg, train.Env(**gpu))  # one GPU, AdamW, bf16: accepted
+    for over, env_over, why in [({}, dict(ddp=True, world=2), "DDP"), (dict(optimizer='orthoadam'), {}, "AdamW"),
+                                ({}, dict(dtype='float16'), "GradScaler"),
+                                (dict(compile_mode='reduce-overhead'), dict(compile=True), "use one of them")]:
+        with pytest.raises(ValueError, match=why):
+            train.check_cuda_graph(dict(cfg, **over), train.Env(**dict(gpu, **env_over)))
+
+
+def test_training_step_never_waits_for_the_device(tmp_path, monkeypatch):
+    """A step a CUDA graph can capture, and one that never stalls the GPU queue: nothing in train_step reads a
+    tensor's value on the host (.item(), bool(), float(), .tolist(), .numpy()). Logging reads the loss every
+    log_interval steps, outside the step."""
+    step = train.train_step
+
+    def no_reads(*a, **k):
+        def refuse(self, *_, **__):
+            raise AssertionError("train_step read a tensor's value on the host")
+        with monkeypatch.context() as m:
+            for name in ('item', '__bool__', '__float__', '__int__', 'tolist', 'numpy'):
+                m.setattr(torch.Tensor, name, refuse)
+            return step(*a, **k)
+    monkeypatch.setattr(train, 'train_step', no_reads)
+    for extra in ([], ['--gradient_accumulation_steps=2', '--dropout=0.1', '--attn=diff']):
+        out = tmp_path / f'o{len(extra)}'
+        assert train.main([*TINY, f'--out_dir={out}', '--max_iters=4', '--eval_interval=4', *extra]) == 0
+        assert [r['iter'] for r in read_log(out) if r['kind'] == 'train'] == [1, 2, 3, 4]
+
+
+def test_a_tensor_learning_rate_set_in_place_equals_a_float_one():
+    """cuda_graph's AdamW reads lr from a tensor that set_lr fills in place (a captured step keeps the tensor's
+    address); over a changing schedule its weights equal those of the float-lr AdamW, up to the tensor's float32
+    rounding of the learning rate."""
+    models = [GPT(GPTConfig(n_layer=1, n_head=2, n_embd=32, block_size=16, vocab_size=65)) for _ in range(2)]
+    models[1].load_state_dict(models[0].state_dict())
+    opts = [m.configure_optimizers(0.1, 1e-3, (0.9, 0.99), capturable=c) for m, c in zip(models, (False, True))]
+    assert isinstance(opts[1].param_groups[0]['lr'], torch.Tensor) and not torch.is_tensor(opts[0].param_groups[0]['lr'])
+    lr_tensor = opts[1].param_groups[0]['lr']
+    x = torch.randint(0, 65, (4, 16))
+    cfg = dict(train.DEFAULTS, learning_rate=1e-2, min_lr=1e-3, warmup_iters=2, lr_decay_iters=8)
+    for it in range(8):
+        for m, o in zip(models, opts):
+            train.set_lr(o, train.get_lr(it, cfg))
+            _, loss = m(x, x)
+            loss.backward()
+            o.step()
+            o.zero_grad(set_to_none=True)
+    assert opts[1].param_groups[0]['lr'] is lr_tensor and lr_tensor.item() == pytest.approx(train.get_lr(7, cfg))
+    for a, b in zip(models[0].parameters(), models[1].parameters()):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)  # an update is ~1e-3
 
 
 # --- checkpoints, wandb, sampling
