@@ -37,8 +37,9 @@ _SEED = ['nanogpt', 'diff', 'sym', 'diff_sym', 'norm_sym']  # the seed's columns
 _EXTRA = ['sym_noself', 'gated', 'gated_headwise', 'softmax1', 'diff_gated', 'orthoadam',
           'softmax1_orthoadam']  # ours, after the seed's
 # the same variants in other settings, named <prefix><variant>: ARCH=llama runs (the Diff paper's
-# RMSNorm/SwiGLU/RoPE layer) and PROFILE=sink runs (bb_: the Bigram-Backcopy task, data/bigram_backcopy)
-PREFIXES = {'llama_': 'llama ', 'bb_': 'BB '}
+# RMSNorm/SwiGLU/RoPE layer), PROFILE=sink runs (bb_: the Bigram-Backcopy task, data/bigram_backcopy) and
+# PROFILE=retrieval runs (nd_: needles with distractors, data/needle_distractors)
+PREFIXES = {'llama_': 'llama ', 'bb_': 'BB ', 'nd_': 'ND '}
 
 
 def _prefixed(items):
@@ -89,7 +90,8 @@ def diag_metrics(files):
             + _DIAG_METRICS[2:4] + [('max / median act', lambda a: a['overall']['massive_ratio'], '{:.0f}')]
             + _DIAG_METRICS[4:])
 # the retrieval claim: every variant against the baseline in needle_eval.py's measures (needle_eval.json)
-NEEDLE_PAIRS = [('nanogpt', v) for v in ('diff', 'sym', 'diff_sym', 'gated', 'softmax1', 'diffv2')]
+NEEDLE_PAIRS = _prefixed([('nanogpt', v) for v in ('diff', 'sym', 'diff_sym', 'gated', 'softmax1', 'diffv2')]
+                         + [('sym', 'diff_sym')])
 
 
 def needle_metrics(files):

@@ -379,3 +379,34 @@ def test_ablate_sink_profile_runs_the_bigram_backcopy_configs_in_their_own_sweep
     p = subprocess.run(['bash', os.path.join(ROOT, 'ablate.sh')], env=env, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
     assert (tmp_path / 'calls.log').read_text().split()[1] == 'configs/bb_softmax1_2L.py'
+
+
+def test_ablate_retrieval_profile_runs_the_distractor_configs_and_scores_them_with_needle_eval(tmp_path):
+    """PROFILE=retrieval: the six configs/nd_<variant>_2L.py in runs/needle_distractors_retrieval, with their own
+    schedule; ANALYZE=1 runs needle_eval.py (not analyze.py) on each finished run, and a later ANALYZE=1 launch
+    skips runs whose needle_eval.json exists."""
+    wrapper = tmp_path / 'python'
+    wrapper.write_text("#!/bin/sh\n"
+                       f"echo \"$*\" >> {tmp_path}/calls.log\n"
+                       "case \"$1\" in\n"
+                       "  train.py) for a in \"$@\"; do case \"$a\" in --out_dir=*) d=${a#--out_dir=} ;; esac; done\n"
+                       "            touch \"$d/summary.json\" \"$d/ckpt.pt\" ;;\n"
+                       "  needle_eval.py) touch \"${2#--out_dir=}/needle_eval.json\" ;;\n"
+                       "esac\nexit 0\n")
+    wrapper.chmod(0o755)
+    env = dict(os.environ, PROFILE='retrieval', RUNS_DIR=str(tmp_path), PYTHON=str(wrapper), SEEDS='1',
+               ANALYZE='1')
+    p = subprocess.run(['bash', os.path.join(ROOT, 'ablate.sh')], env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    calls = [c.split() for c in (tmp_path / 'calls.log').read_text().splitlines()]
+    variants = ['nanogpt', 'diff', 'sym', 'diff_sym', 'gated', 'softmax1']
+    sweep = tmp_path / 'needle_distractors_retrieval'
+    want = []
+    for v in variants:
+        want += [['train.py', f'configs/nd_{v}_2L.py', '--seed=1', f'--out_dir={sweep}/nd_{v}_2L_s1'],
+                 ['needle_eval.py', f'--out_dir={sweep}/nd_{v}_2L_s1']]
+        assert os.path.exists(os.path.join(ROOT, f'configs/nd_{v}_2L.py'))
+    assert calls[:-1] == want and calls[-1][0] == 'report.py'
+    (tmp_path / 'calls.log').unlink()
+    p = subprocess.run(['bash', os.path.join(ROOT, 'ablate.sh')], env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and [c.split()[0] for c in (tmp_path / 'calls.log').read_text().splitlines()] == ['report.py']

@@ -65,6 +65,57 @@ def test_fused_needles_are_one_token_per_pair(depth):
             assert pos[info['queried'][0]] == round(depth * (hay - 1))
 
 
+@pytest.mark.parametrize('fused', [True, False])
+@pytest.mark.parametrize('depth', [None, 0.0, 0.5, 1.0])
+def test_distractors_share_the_first_key_come_earlier_and_the_answer_is_the_latest_value(depth, fused):
+    """distractors=D: D more needles with the first queried needle's key and other values, all before it; the
+    other needles keep distinct keys; the query's answer is the latest value of its key."""
+    rng = np.random.default_rng(2)
+    keys, values, filler, pairs = needle.vocab(**KW, fused=fused)
+    L, D = (33, 4) if fused else (65, 3)
+    for _ in range(50):
+        tok, mask, info = needle.make_record(rng, L, 5, 4, depth=depth, **KW, fused=fused, distractors=D)
+        hay, pos, dpos, w = info['haystack_len'], info['needle_pos'], info['distractor_pos'], info['needle_width']
+        assert len(pos) == 5 and len(dpos) == D and len(set(pos) | set(dpos)) == 5 + D
+        kv = lambda p: (((tok[p] - pairs[0]) // 16, (tok[p] - pairs[0]) % 16) if fused  # noqa: E731
+                        else (tok[p] - keys[0], tok[p + 1] - values[0]))
+        first = pos[info['queried'][0]]
+        key, value = kv(first)
+        assert all(kv(p)[0] == key and kv(p)[1] != value and p < first for p in dpos)
+        assert len({kv(p)[0] for p in pos}) == 5  # the needles proper: distinct keys
+        covered = np.concatenate([pos, dpos] + ([] if fused else [pos + 1, dpos + 1]))
+        assert np.isin(np.delete(tok[:hay], covered), filler).all()
+        q = info['query_pos'][0]
+        assert tok[q] == keys[key] and tok[q + 1] == values[value] and mask[q + 1] == 1
+        if depth is not None:
+            slots = hay // w
+            assert first == w * (D + round(depth * (slots - 1 - D)))
+
+
+def test_distractors_change_nothing_when_zero_and_too_many_is_an_error():
+    a = needle.make_record(np.random.default_rng(3), 33, 4, 4, **KW, fused=True)
+    b = needle.make_record(np.random.default_rng(3), 33, 4, 4, **KW, fused=True, distractors=0)
+    assert (a[0] == b[0]).all() and len(b[2]['distractor_pos']) == 0
+    with pytest.raises(ValueError, match='do not fit'):
+        needle.make_record(np.random.default_rng(3), 33, 6, 4, **KW, fused=True, distractors=20)
+
+
+def test_needle_distractors_prepare_writes_its_own_folder(tmp_path):
+    """data/needle_distractors/prepare.py: data/needle's generator with 4 distractors, written beside itself."""
+    for name in ('needle', 'needle_distractors'):
+        (tmp_path / name).mkdir()
+        shutil.copy(os.path.join(ROOT, 'data', name, 'prepare.py'), tmp_path / name / 'prepare.py')
+    p = subprocess.run([sys.executable, str(tmp_path / 'needle_distractors' / 'prepare.py'), '--n_train=200',
+                        '--n_val=20'], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    meta = json.load(open(tmp_path / 'needle_distractors' / 'meta.json'))
+    assert meta['distractors'] == 4 and meta['record_len'] == 33 and 'out_dir' not in meta
+    assert not (tmp_path / 'needle' / 'train.bin').exists()
+    tok = np.fromfile(tmp_path / 'needle_distractors' / 'train.bin', dtype=np.uint16).reshape(-1, 33)
+    pairs0 = 1 + 16 * 3
+    assert len(tok) == 200 and ((tok[:, :24] >= pairs0).sum(1) >= 2 + 4).all()  # needles + distractors
+
+
 def test_queries_are_drawn_with_replacement():
     """With distinct queries the last answer would be the one value not yet asked for (an elimination shortcut
     needing no key matching); drawn with replacement, at N = 2 the second query repeats the first half the time."""

@@ -437,6 +437,26 @@ def test_a_tensor_learning_rate_set_in_place_equals_a_float_one():
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)  # an update is ~1e-3
 
 
+def test_batched_seeds_prototype_logs_what_separate_runs_log(tmp_path):
+    """bench_batched.py (issue #28's prototype): K seeds stacked into one vmapped model, one AdamW over the stacked
+    weights, clipping per seed, each seed its own batches. In fp32 without dropout, seed s's losses equal those
+    of `train.py --seed=s` to 1e-5, with clipping active (grad_clip=0.5 is below these gradients' norms)."""
+    import bench_batched
+    common = dict(n_layer=2, n_head=4, n_embd=64, block_size=32, batch_size=8, learning_rate=1e-3, grad_clip=0.5)
+    steps, seeds = 6, (1, 2)
+    r = bench_batched.main([*(f'--{k}={v}' for k, v in common.items()), f'--steps={steps}', '--warmup=1',
+                            '--seeds', *map(str, seeds)])
+    for k, seed in enumerate(seeds):
+        out = tmp_path / f's{seed}'
+        run_train(out, *(f'--{k}={v}' for k, v in common.items()), '--bias=False', '--decay_lr=False',
+                  f'--max_iters={steps}', f'--eval_interval={steps}', f'--seed={seed}')
+        logged = [rec['loss'] for rec in read_log(out) if rec['kind'] == 'train']
+        batched = [row[k] for row in r['losses']]
+        assert len(logged) == steps and max(abs(a - b) for a, b in zip(logged, batched)) < 1e-5
+    assert r['losses'][0][0] != r['losses'][0][1]  # two seeds, two models
+    assert r['max_abs_loss_gap'] < 1e-5
+
+
 # --- checkpoints, wandb, sampling
 
 def test_bad_checkpoints_give_clear_errors(tmp_path):
