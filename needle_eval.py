@@ -15,6 +15,10 @@ is the answer), from GPT.attention_maps, averaged over heads, layers and records
   answer share: sum_answer |w| / sum_haystack |w|, the answer's share of the row's absolute weight on the
           haystack. For a softmax row it is answer / (answer + noise); a Diff row (A1 - lambda A2) has signed
           weights, whose plain sums cancel, so this is the one of the three that means the same for both.
+With distractors (data/needle_distractors: earlier needles of the queried key holding older values), also:
+  stale rate: the share of records whose prediction is one of the distractors' values (a right key, the wrong
+          occurrence), of all errors the kind the distractors cause;
+  distractor share: sum_distractors |w| / sum_haystack |w|, the weight on the stale needles, as answer share.
 Each run folder's checkpoint is --ckpt_name: ckpt.pt (the last state, the default) or best.pt (the weights of the
 best val loss). Writes needle_eval.json in each run folder; with matplotlib, needle_attention.png (one record's
 attention of the first query, per layer, over positions).
@@ -30,7 +34,8 @@ from hardware import add_device_args, autocast_context, device_and_dtype
 from model import load_checkpoint
 from output import pyplot, save_figure, write_json
 
-make_record = load_prepare('needle').make_record  # the generator data/needle/prepare.py writes the data with
+needle = load_prepare('needle')  # data/needle/prepare.py: the generator the data was written with
+make_record = needle.make_record
 
 
 def default_needles(max_needles):
@@ -38,6 +43,15 @@ def default_needles(max_needles):
     if max_needles <= 6:
         return list(range(1, max_needles + 1))
     return sorted({1, 2} | set(range(4, max_needles + 1, 2)) | {max_needles})
+
+
+def distractor_share(w, distractor_pos, query_pos, haystack_len, needle_width=2):
+    """w (H, T, T) -> the first query's share of its absolute weight on the haystack that lands on the
+    distractors (the stale needles of its key), averaged over heads; like the answer share, it means the same for
+    a softmax row and a Diff row."""
+    row = w[:, query_pos[0], :haystack_len].abs()
+    cols = np.concatenate([np.asarray(distractor_pos) + i for i in range(needle_width)])
+    return (row[:, cols].sum(-1) / row.sum(-1).clamp_min(1e-12)).mean().item()
 
 
 def attention_split(w, needle_pos, queried, query_pos, haystack_len, needle_width=2):
@@ -52,6 +66,15 @@ def attention_split(w, needle_pos, queried, query_pos, haystack_len, needle_widt
     return answer.mean().item(), (hay.sum(-1) - answer).mean().item(), share.mean().item()
 
 
+def stale_values(tok, distractor_pos, meta):
+    """The value tokens the distractors hold: with fused needles decoded from the pair token (pairs[k * V + v])."""
+    keys, values, filler, pairs = needle.vocab(meta['n_keys'], meta['n_values'], meta['n_filler'],
+                                               meta.get('fused', False))
+    if meta.get('fused', False):
+        return {int(values[(tok[p] - pairs[0]) % meta['n_values']]) for p in distractor_pos}
+    return {int(tok[p + 1]) for p in distractor_pos}
+
+
 @torch.no_grad()
 def evaluate(model, meta, needles, depths, n_eval, seed, device='cpu'):
     T1 = meta['record_len']
@@ -64,16 +87,25 @@ def evaluate(model, meta, needles, depths, n_eval, seed, device='cpu'):
             x = torch.from_numpy(np.stack([r[0][:-1] for r in recs]).astype(np.int64)).to(device)
             logits, _ = model(x, x)  # targets make the model return logits at every position
             maps = model.attention_maps(x)
-            correct, ans, noise, share = [], [], [], []
+            correct, ans, noise, share, stale, dshare = [], [], [], [], [], []
             for b, (tok, _, info) in enumerate(recs):
                 qp = info['query_pos'][0]
-                correct.append(int(logits[b, qp].argmax()) == int(tok[qp + 1]))
+                guess = int(logits[b, qp].argmax())
+                correct.append(guess == int(tok[qp + 1]))
                 per_layer = [attention_split(m[b].float(), info['needle_pos'], info['queried'], info['query_pos'],
                                              info['haystack_len'], info['needle_width']) for m in maps]
                 for out, value in zip((ans, noise, share), np.mean(per_layer, axis=0)):  # mean over layers
                     out.append(value)
+                dpos = info.get('distractor_pos', ())
+                if len(dpos):  # the answer a distractor holds: its value token (fused: decoded from the pair)
+                    stale.append(guess in stale_values(tok, dpos, meta))
+                    dshare.append(np.mean([distractor_share(m[b].float(), dpos, info['query_pos'],
+                                                            info['haystack_len'], info['needle_width'])
+                                           for m in maps]))
             grid[(n, depth)] = dict(accuracy=float(np.mean(correct)), answer_attention=float(np.mean(ans)),
                                     noise_attention=float(np.mean(noise)), answer_share=float(np.mean(share)))
+            if stale:  # wrong answers that are the key's older values, and the weight on those needles
+                grid[(n, depth)].update(stale_rate=float(np.mean(stale)), distractor_share=float(np.mean(dshare)))
     return grid
 
 
@@ -133,8 +165,7 @@ def main():
                    device=device, dtype=dtype,
                    cells=[dict(needles=n, depth=d, **v) for (n, d), v in grid.items()],
                    by_needles={n: {k: float(np.mean([grid[(n, d)][k] for d in args.depths]))
-                                   for k in ('accuracy', 'answer_attention', 'noise_attention', 'answer_share')}
-                               for n in needles})
+                                   for k in grid[(n, args.depths[0])]} for n in needles})
         write_json(os.path.join(out, 'needle_eval.json'), res)
         heatmap(model, meta, os.path.join(out, 'needle_attention.png'), args.seed, device)
         rows.append((os.path.basename(os.path.normpath(out)), res, grid))
@@ -145,14 +176,15 @@ def print_tables(rows, depths):
     """Accuracy and attention by needle count, then accuracy by depth at the largest count: a row per model."""
     needles = rows[0][1]['needles']
     print('Retrieval accuracy by number of needles (mean over depths):\n')
-    print('| model | ' + ' | '.join(f'N={n}' for n in needles) + ' | answer attn | noise attn | answer share |')
-    print('|---' * (len(needles) + 4) + '|')
+    extra = [k for k in ('stale_rate', 'distractor_share') if all(k in r[1]['by_needles'][needles[0]] for r in rows)]
+    cols = ['answer_attention', 'noise_attention', 'answer_share'] + extra
+    print('| model | ' + ' | '.join(f'N={n}' for n in needles) + ' | answer attn | noise attn | answer share |'
+          + ''.join(f" {k.replace('_', ' ')} |" for k in extra))
+    print('|---' * (len(needles) + 1 + len(cols)) + '|')
     for name, res, _ in rows:
         bn = res['by_needles']
-        print(f'| {name} | ' + ' | '.join(f"{bn[n]['accuracy']:.2f}" for n in needles) +
-              f" | {np.mean([bn[n]['answer_attention'] for n in needles]):.3f}"
-              f" | {np.mean([bn[n]['noise_attention'] for n in needles]):.3f}"
-              f" | {np.mean([bn[n]['answer_share'] for n in needles]):.3f} |")
+        print(f'| {name} | ' + ' | '.join(f"{bn[n]['accuracy']:.2f}" for n in needles) + ' | '
+              + ' | '.join(f"{np.mean([bn[n][k] for n in needles]):.3f}" for k in cols) + ' |')
     n = needles[-1]
     print(f'\nAccuracy by depth of the queried needle, N={n}:\n')
     print('| model | ' + ' | '.join(f'depth {d:g}' for d in depths) + ' |')

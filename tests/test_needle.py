@@ -194,6 +194,25 @@ def test_attention_split_on_hand_built_maps():
     assert needle_eval.attention_split(torch.zeros(1, T, T), needle_pos, queried, query_pos, hay)[2] == 0.0
 
 
+def test_distractor_share_and_stale_values_on_hand_built_records():
+    """The distractors' share of the first query's absolute weight on the haystack (a Diff row's signs do not
+    cancel), and the values a stale answer would name, decoded from fused pair tokens or read after a key."""
+    T, hay, query_pos = 12, 8, np.array([9])
+    d = torch.zeros(2, T, T)
+    d[0, 9, 1], d[0, 9, 3], d[0, 9, 6] = 0.3, -0.2, 0.5     # head 0: distractors at 1 and 3, the answer at 6
+    d[1, 9, 6] = 1.0                                         # head 1: all on the answer
+    share = needle_eval.distractor_share(d, np.array([1, 3]), query_pos, hay, needle_width=1)
+    assert share == pytest.approx((0.5 / 1.0 + 0.0) / 2)
+    meta = dict(n_keys=16, n_values=16, n_filler=16, fused=True)
+    keys, values, filler, pairs = needle.vocab(16, 16, 16, fused=True)
+    tok = np.array(filler[:1].tolist() * 10)
+    tok[1], tok[3] = pairs[5 * 16 + 2], pairs[5 * 16 + 9]   # key 5 with values 2 and 9
+    assert needle_eval.stale_values(tok, [1, 3], meta) == {int(values[2]), int(values[9])}
+    tok2 = np.array(filler[:1].tolist() * 10)
+    tok2[2], tok2[3] = keys[5], values[4]
+    assert needle_eval.stale_values(tok2, [2], dict(meta, fused=False)) == {int(values[4])}
+
+
 def test_train_and_eval_end_to_end(tmp_path):
     out = tmp_path / 'o'
     cmd = [sys.executable, os.path.join(ROOT, 'train.py'), os.path.join(ROOT, 'configs', 'needle_diffv2.py'),
