@@ -57,8 +57,9 @@ class GPTConfig:
     causal: bool = True
     mask_self: bool = False   # no query attends to its own key, unless it has no other (Kitaev et al. 2020)
     # a causal mask applied wrongly, to test which bug gives the seed notes' losses (results/seed_table_explained.md):
-    # 'zero_future' (future scores 0 instead of -inf) | 'off_by_one' (key t + 1 visible). Not a causal model: the
-    # causality check refuses it, so a run with a leak says causal=False
+    # 'zero_future' (future scores 0 instead of -inf) | 'off_by_one' (key t + 1 visible) | 'after_norm' (the row
+    # normalised over every key, then the future's weights zeroed). Not a causal model: the causality check
+    # refuses it, so a run with a leak says causal=False
     leak: str = 'none'
     lambda_init: Optional[float] = None  # diff: a constant lambda_init instead of the depth schedule
     lambda_init_depth_offset: int = 0    # diff: schedule depth = layer index (0-based) + offset
@@ -72,7 +73,7 @@ class GPTConfig:
         def bad(msg):
             raise ValueError(f"GPTConfig: {msg}")
         choices = dict(attn=('softmax', 'diff', 'diffv2', 'cosine'), gate=('none', 'headwise', 'elementwise'),
-                       leak=('none', 'zero_future', 'off_by_one'),
+                       leak=('none', 'zero_future', 'off_by_one', 'after_norm'),
                        gate_pos=('sdpa', 'value'), norm=('layernorm', 'rmsnorm'), mlp=('gelu', 'swiglu'),
                        pos=('learned', 'rope'))
         for k, allowed in choices.items():
@@ -433,21 +434,29 @@ class SelfAttention(nn.Module):
         T = q.size(2)
         mask = self.allowed(T, q.device) if self.causal or self.mask_self or self.leak != 'none' else None
 
+        # leak='after_norm' reproduces a bug: the row is normalised over every key and the future's weights are
+        # zeroed afterwards (`softmax(att).masked_fill(future, 0)`). The kept weights no longer sum to 1: how much
+        # of the row the future took, a function of the future keys, scales what the past contributes
+        late = self.leak == 'after_norm'
+
         def one_map(q, k):
             k = k.repeat_interleave(q.size(1) // k.size(1), dim=1)  # GQA: query head h uses kv head h // n_rep
             if self.kind == 'cosine':
                 w = 1 + F.normalize(upcast(q), dim=-1) @ F.normalize(upcast(k), dim=-1).transpose(-2, -1)
-                if mask is not None:
+                if mask is not None and not late:
                     w = self.masked(w, mask, 0.0)
-                return w / w.sum(-1, keepdim=True).clamp_min(1e-6)
-            s = (upcast(q) @ upcast(k).transpose(-2, -1)) * q.size(-1) ** -0.5
-            if mask is not None:
-                s = self.masked(s, mask, float('-inf'))
-            if not self.softmax1:
-                return torch.softmax(s, dim=-1)
-            m = s.amax(-1, keepdim=True).clamp_min(0)  # shift by max(m, 0): the implicit zero logit is exp(-m)
-            e = torch.exp(s - m)
-            return e / (torch.exp(-m) + e.sum(-1, keepdim=True))
+                w = w / w.sum(-1, keepdim=True).clamp_min(1e-6)
+            else:
+                s = (upcast(q) @ upcast(k).transpose(-2, -1)) * q.size(-1) ** -0.5
+                if mask is not None and not late:
+                    s = self.masked(s, mask, float('-inf'))
+                if not self.softmax1:
+                    w = torch.softmax(s, dim=-1)
+                else:
+                    m = s.amax(-1, keepdim=True).clamp_min(0)  # shift by max(m, 0): the zero logit is exp(-m)
+                    e = torch.exp(s - m)
+                    w = e / (torch.exp(-m) + e.sum(-1, keepdim=True))
+            return w.masked_fill(~mask, 0.0) if late else w
 
         if self.kind in ('diff', 'diffv2'):
             q1, q2, k1, k2 = self.split_pairs(q, k)

@@ -1726,7 +1726,23 @@ def test_off_by_one_shows_exactly_the_next_key():
         assert (w[:, t, :min(t + 2, 6)] > 0).all() and (w[:, t, t + 2:] == 0).all()
 
 
-@pytest.mark.parametrize('leak', ['zero_future', 'off_by_one'])
+@pytest.mark.parametrize('attn', ['softmax', 'cosine'])
+def test_after_norm_normalises_over_every_key_then_zeroes_the_future(attn):
+    """softmax (or the cosine row sum) over all T keys, then the future's weights set to 0: the past keeps its
+    share of a row that the future also took part in, so a row sums to less than 1 wherever the future is."""
+    att, q, k, w = _leak_weights('after_norm', attn=attn, symmetric=attn == 'cosine')
+    future = torch.ones(6, 6, dtype=torch.bool).triu(1)
+    if attn == 'softmax':
+        full = torch.softmax((q @ k.transpose(-2, -1)) * q.size(-1) ** -0.5, dim=-1)[0]
+    else:
+        raw = 1 + torch.nn.functional.normalize(q, dim=-1) @ torch.nn.functional.normalize(k, dim=-1).transpose(-2, -1)
+        full = (raw / raw.sum(-1, keepdim=True))[0]
+    torch.testing.assert_close(w, full.masked_fill(future, 0.0))
+    rows = w.sum(-1)
+    assert (rows[:, :-1] < 1 - 1e-4).all() and torch.allclose(rows[:, -1], torch.ones(2))  # the last row: no future
+
+
+@pytest.mark.parametrize('leak', ['zero_future', 'off_by_one', 'after_norm'])
 def test_the_causality_check_refuses_a_leak_in_a_causal_model(leak):
     m = GPT(GPTConfig(n_layer=2, n_head=2, n_embd=16, block_size=16, vocab_size=11, leak=leak))
     with pytest.raises(M.CausalityError):
