@@ -18,7 +18,9 @@ is the answer), from GPT.attention_maps, averaged over heads, layers and records
 With distractors (data/needle_distractors: earlier needles of the queried key holding older values), also:
   stale rate: the share of records whose prediction is one of the distractors' values (a right key, the wrong
           occurrence), of all errors the kind the distractors cause;
-  distractor share: sum_distractors |w| / sum_haystack |w|, the weight on the stale needles, as answer share.
+  distractor share: sum_distractors |w| / sum_haystack |w|, the weight on the stale needles, as answer share;
+  unrelated share: 1 - answer share - distractor share, the weight on haystack tokens that do not hold the
+          queried key (filler and the other needles): attention noise in the paper's sense, for both kinds of row.
 Each run folder's checkpoint is --ckpt_name: ckpt.pt (the last state, the default) or best.pt (the weights of the
 best val loss). Writes needle_eval.json in each run folder; with matplotlib, needle_attention.png (one record's
 attention of the first query, per layer, over positions).
@@ -104,8 +106,9 @@ def evaluate(model, meta, needles, depths, n_eval, seed, device='cpu'):
                                            for m in maps]))
             grid[(n, depth)] = dict(accuracy=float(np.mean(correct)), answer_attention=float(np.mean(ans)),
                                     noise_attention=float(np.mean(noise)), answer_share=float(np.mean(share)))
-            if stale:  # wrong answers that are the key's older values, and the weight on those needles
-                grid[(n, depth)].update(stale_rate=float(np.mean(stale)), distractor_share=float(np.mean(dshare)))
+            if stale:  # wrong answers that are the key's older values, the weight on those needles, and on the rest
+                grid[(n, depth)].update(stale_rate=float(np.mean(stale)), distractor_share=float(np.mean(dshare)),
+                                        unrelated_share=float(1 - np.mean(share) - np.mean(dshare)))
     return grid
 
 
@@ -176,7 +179,8 @@ def print_tables(rows, depths):
     """Accuracy and attention by needle count, then accuracy by depth at the largest count: a row per model."""
     needles = rows[0][1]['needles']
     print('Retrieval accuracy by number of needles (mean over depths):\n')
-    extra = [k for k in ('stale_rate', 'distractor_share') if all(k in r[1]['by_needles'][needles[0]] for r in rows)]
+    extra = [k for k in ('stale_rate', 'distractor_share', 'unrelated_share')
+             if all(k in r[1]['by_needles'][needles[0]] for r in rows)]
     cols = ['answer_attention', 'noise_attention', 'answer_share'] + extra
     print('| model | ' + ' | '.join(f'N={n}' for n in needles) + ' | answer attn | noise attn | answer share |'
           + ''.join(f" {k.replace('_', ' ')} |" for k in extra))

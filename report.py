@@ -97,13 +97,14 @@ NEEDLE_PAIRS = _prefixed([('nanogpt', v) for v in ('diff', 'sym', 'diff_sym', 'g
 def needle_metrics(files):
     """needle_eval.json's measures: accuracy at each needle count the files share, then the first query's
     attention on the answer needle, on the rest of the haystack, and the answer's share of the absolute weight
-    on the haystack (mean over needle counts); with distractors, the stale rate and the distractors' share."""
+    on the haystack (mean over needle counts); with distractors, the stale rate and the shares of the distractors
+    and of the unrelated tokens."""
     counts = sorted(set.intersection(*(set(f['by_needles']) for f in files)), key=int)
     mean = lambda f, k: statistics.mean(f['by_needles'][n][k] for n in counts)  # noqa: E731
     metrics = ([(f'acc N={n}', lambda f, n=n: f['by_needles'][n]['accuracy'], '{:.3f}') for n in counts]
                + [('answer attn', lambda f: mean(f, 'answer_attention'), '{:.3f}'),
                   ('noise attn', lambda f: mean(f, 'noise_attention'), '{:.3f}')])
-    for key in ('answer_share', 'stale_rate', 'distractor_share'):  # older files lack the first; most, the others
+    for key in ('answer_share', 'stale_rate', 'distractor_share', 'unrelated_share'):  # older files lack some
         if all(key in f['by_needles'][n] for f in files for n in counts):
             metrics.append((key.replace('_', ' '), lambda f, key=key: mean(f, key), '{:.3f}'))
     return metrics

@@ -197,3 +197,13 @@ def test_compile_mode_reduce_overhead_trains(tmp_path):
     out = graph_run(tmp_path, 'ro', '--compile=True', '--compile_mode=reduce-overhead', '--dtype=bfloat16')
     s = json.load(open(os.path.join(out, 'summary.json')))
     assert s['finished'] and s['final_val_loss'] < 4.2
+
+
+def test_batched_seeds_on_cuda_equal_one_model_at_a_time():
+    """bench_batched.py on the GPU in fp32 (TF32 off): the vmapped step's losses equal K plain steps' (SDPA keeps a
+    4-D batch inside vmap; a fallback would still be equal, only slow)."""
+    import bench_batched
+    dataset.ensure_data('shakespeare_char')
+    r = bench_batched.main(['--seeds', '1', '2', '3', '--steps=5', '--warmup=1', '--n_layer=2', '--n_head=4',
+                            '--n_embd=64', '--block_size=64', '--batch_size=8', '--device=cuda'])
+    assert r['max_abs_loss_gap'] < 1e-4

@@ -213,6 +213,20 @@ def test_distractor_share_and_stale_values_on_hand_built_records():
     assert needle_eval.stale_values(tok2, [2], dict(meta, fused=False)) == {int(values[4])}
 
 
+def test_evaluate_with_distractors_reports_the_stale_rate_and_the_three_shares():
+    """On distractor records (an untrained model is enough): a stale answer is a wrong one, so the stale rate is at
+    most 1 - accuracy, and the answer, distractor and unrelated shares of |w| on the haystack add up to 1."""
+    from model import GPT, GPTConfig
+    torch.manual_seed(0)
+    meta = dict(record_len=33, n_queries=4, n_keys=16, n_values=16, n_filler=16, fused=True, distractors=4)
+    model = GPT(GPTConfig(n_layer=2, n_head=2, n_embd=32, block_size=32, vocab_size=305, attn='diff')).eval()
+    grid = needle_eval.evaluate(model, meta, [2, 5], [0.0, 1.0], 20, seed=1)
+    for cell in grid.values():
+        assert 0 <= cell['stale_rate'] <= 1 - cell['accuracy'] + 1e-9
+        assert cell['answer_share'] + cell['distractor_share'] + cell['unrelated_share'] == pytest.approx(1.0)
+        assert 0 < cell['distractor_share'] < 1 and 0 < cell['unrelated_share'] < 1
+
+
 def test_train_and_eval_end_to_end(tmp_path):
     out = tmp_path / 'o'
     cmd = [sys.executable, os.path.join(ROOT, 'train.py'), os.path.join(ROOT, 'configs', 'needle_diffv2.py'),
