@@ -126,7 +126,7 @@ case "$PROFILE" in
   # configs (configs/bb_*_2L.py) hold the schedule, a few minutes a run on one CPU core
   sink) DEPTHS=${DEPTHS:-"2L"}; SCHEDULE=() ;;
   # the retrieval claim where the baseline misses: needles with distractors (data/needle_distractors), 2 layers;
-  # the configs (configs/nd_*_2L.py) hold the schedule, 3-4 minutes a run on one CPU core
+  # the configs (configs/nd_*_2L.py) hold the schedule, about 2 minutes a run on one CPU core
   retrieval) DEPTHS=${DEPTHS:-"2L"}; SCHEDULE=() ;;
   *)    echo "ablate.sh: PROFILE=$PROFILE is not one of: full cpu cpu_long demo gpt2 sink retrieval" >&2; exit 2 ;;
 esac

@@ -16,7 +16,8 @@ tensors only. The learning rate is constant (one schedule is the same for every 
 
 It reports, per seed, the training loss at every step (to compare with train.py's log.jsonl: tests/test_train.py
 checks that they agree to 1e-5 in fp32), and the median ms per step of the batched step against K plain steps of
-one model each (the eager step of train.py: one model, its own AdamW). Dropout must be 0: under vmap one
+one model each, timed as one block (the eager step of train.py: one model, its own AdamW; not compiled, not
+graphed, not K processes side by side, which are the other ways to fill a GPU). Dropout is 0: under vmap one
 generator draws every seed's masks, so they would not be train.py's.
 """
 import argparse
@@ -122,6 +123,8 @@ def main(argv=None):
     ap.add_argument('--dtype', default='float32', choices=['float32', 'bfloat16'])
     ap.add_argument('--json', default=None, help='write the losses and timings here')
     args = ap.parse_args(argv)
+    if args.steps <= args.warmup:
+        ap.error(f'--steps ({args.steps}) must be more than --warmup ({args.warmup}): the timed steps come after it')
     meta = load_meta(args.dataset)
     data = load_split(args.dataset, 'train', meta)
     cfg = GPTConfig(block_size=args.block_size, vocab_size=meta.get('vocab_size', 50304), n_layer=args.n_layer,
@@ -143,13 +146,11 @@ def main(argv=None):
     plain_losses, t_plain = [], []
     for it in range(args.steps):
         X, Y = batches(data, args.seeds, it, args, args.device)
-        row, total = [], 0.0
-        for k, single in enumerate(singles):
-            out, dt = timed(lambda: single(X[k], Y[k]), sync)
-            row.append(out.float().item())
-            total += dt
-        plain_losses.append(row)
-        t_plain.append(total)
+        # the K steps timed as one block, one sync at the end: the host queues model k + 1's kernels while the
+        # device runs model k's, as K processes or a training loop (which syncs every log_interval) would
+        outs, dt = timed(lambda: [single(X[k], Y[k]) for k, single in enumerate(singles)], sync)
+        plain_losses.append([o.float().item() for o in outs])
+        t_plain.append(dt)
 
     med = lambda ts: sorted(ts[args.warmup:])[len(ts[args.warmup:]) // 2] * 1000  # noqa: E731
     gap = max(abs(a - b) for ra, rb in zip(losses, plain_losses) for a, b in zip(ra, rb))

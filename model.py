@@ -707,7 +707,7 @@ def check_causal(model, vocab_size, block_size, device, autocast_ctx=contextlib.
         torch.manual_seed(seed)
         with autocast_ctx, torch.set_grad_enabled(training):
             out, _ = model(x.to(dev), x.to(dev))  # with targets: the logits at every position
-        return out.detach().float()
+        return out.detach().float().clone()  # a copy: a CUDA-graph output (compile_mode='reduce-overhead') is reused
 
     was_training = model.training
     model.train(training)

@@ -16,8 +16,8 @@ is the answer), from GPT.attention_maps, averaged over heads, layers and records
           haystack. For a softmax row it is answer / (answer + noise); a Diff row (A1 - lambda A2) has signed
           weights, whose plain sums cancel, so this is the one of the three that means the same for both.
 With distractors (data/needle_distractors: earlier needles of the queried key holding older values), also:
-  stale rate: the share of records whose prediction is one of the distractors' values (a right key, the wrong
-          occurrence), of all errors the kind the distractors cause;
+  stale rate: the share of records whose prediction is a value only the distractors hold (the right key, the
+          wrong occurrence), of all errors the kind the distractors cause;
   distractor share: sum_distractors |w| / sum_haystack |w|, the weight on the stale needles, as answer share;
   unrelated share: 1 - answer share - distractor share, the weight on haystack tokens that do not hold the
           queried key (filler and the other needles): attention noise in the paper's sense, for both kinds of row.
@@ -68,13 +68,16 @@ def attention_split(w, needle_pos, queried, query_pos, haystack_len, needle_widt
     return answer.mean().item(), (hay.sum(-1) - answer).mean().item(), share.mean().item()
 
 
-def stale_values(tok, distractor_pos, meta):
-    """The value tokens the distractors hold: with fused needles decoded from the pair token (pairs[k * V + v])."""
+def stale_values(tok, info, meta):
+    """The value tokens that only the distractors hold (with fused needles decoded from the pair token,
+    pairs[k * V + v]). A value another needle also holds is left out: predicting it is not a sign of the stale
+    match rather than of another key's."""
     keys, values, filler, pairs = needle.vocab(meta['n_keys'], meta['n_values'], meta['n_filler'],
                                                meta.get('fused', False))
-    if meta.get('fused', False):
-        return {int(values[(tok[p] - pairs[0]) % meta['n_values']]) for p in distractor_pos}
-    return {int(tok[p + 1]) for p in distractor_pos}
+
+    def value(p):
+        return int(values[(tok[p] - pairs[0]) % meta['n_values']]) if meta.get('fused', False) else int(tok[p + 1])
+    return {value(p) for p in info['distractor_pos']} - {value(p) for p in info['needle_pos']}
 
 
 @torch.no_grad()
@@ -100,7 +103,7 @@ def evaluate(model, meta, needles, depths, n_eval, seed, device='cpu'):
                     out.append(value)
                 dpos = info.get('distractor_pos', ())
                 if len(dpos):  # the answer a distractor holds: its value token (fused: decoded from the pair)
-                    stale.append(guess in stale_values(tok, dpos, meta))
+                    stale.append(guess in stale_values(tok, info, meta))
                     dshare.append(np.mean([distractor_share(m[b].float(), dpos, info['query_pos'],
                                                             info['haystack_len'], info['needle_width'])
                                            for m in maps]))

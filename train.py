@@ -557,10 +557,6 @@ def setup_processes(cfg):
         if cfg['gradient_accumulation_steps'] % world:
             raise ValueError(f"gradient_accumulation_steps={cfg['gradient_accumulation_steps']} must be divisible by "
                              f"the number of processes ({world}): it is the global number of micro-batches per step")
-        # every rank evaluates its share, but rank 0 writes checkpoints while the others wait in the next step's
-        # all-reduce: 30 minutes, not NCCL's default 10, leaves room for a large model on a slow shared disk
-        dist.init_process_group(backend='nccl' if device.startswith('cuda') else 'gloo',
-                                timeout=datetime.timedelta(minutes=30))
     if device_type == 'cuda':
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
@@ -569,7 +565,12 @@ def setup_processes(cfg):
               compile=cfg['compile'] if cfg['compile'] is not None else device_type == 'cuda',
               accum=cfg['gradient_accumulation_steps'] // world)
     if cfg['cuda_graph']:
-        check_cuda_graph(cfg, env)
+        check_cuda_graph(cfg, env)  # before the process group: a refusal leaves nothing to tear down
+    if ddp:
+        # every rank evaluates its share, but rank 0 writes checkpoints while the others wait in the next step's
+        # all-reduce: 30 minutes, not NCCL's default 10, leaves room for a large model on a slow shared disk
+        dist.init_process_group(backend='nccl' if device.startswith('cuda') else 'gloo',
+                                timeout=datetime.timedelta(minutes=30))
     return env
 
 
@@ -584,7 +585,8 @@ def check_cuda_graph(cfg, env):
     elif cfg['optimizer'] != 'adamw':
         why = "needs AdamW (capturable=True); OrthoAdam's step is not captured"
     elif env.dtype == 'float16':
-        why = "cannot replay float16's GradScaler (its overflow check reads the device); use dtype=bfloat16"
+        why = ("cannot replay float16's GradScaler (its overflow check reads the device); use dtype=float32, or "
+               "bfloat16 on a GPU that has it")
     elif env.compile and cfg['compile_mode'] in ('reduce-overhead', 'max-autotune'):
         why = f"and compile_mode={cfg['compile_mode']!r} both make CUDA graphs; use one of them"
     if why:
@@ -715,6 +717,11 @@ def setup_model(cfg, env, tokenizer, explicit=()):
             group['lr'] = torch.tensor(lr, device=env.device) if cfg['cuda_graph'] else lr
             if 'capturable' in group:
                 group['capturable'] = cfg['cuda_graph']
+            if cfg['cuda_graph']:  # a checkpoint of a foreach AdamW kept its step counts on the CPU
+                group['fused'] = True
+                for p in group['params']:
+                    if 'step' in optimizer.state.get(p, {}):
+                        optimizer.state[p]['step'] = optimizer.state[p]['step'].to(p.device, torch.float32)
         if 'scaler' in ckpt and scaler.is_enabled():
             scaler.load_state_dict(ckpt['scaler'])
     model = torch.compile(raw_model, mode=cfg['compile_mode']) if env.compile else raw_model

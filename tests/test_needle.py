@@ -206,11 +206,14 @@ def test_distractor_share_and_stale_values_on_hand_built_records():
     meta = dict(n_keys=16, n_values=16, n_filler=16, fused=True)
     keys, values, filler, pairs = needle.vocab(16, 16, 16, fused=True)
     tok = np.array(filler[:1].tolist() * 10)
-    tok[1], tok[3] = pairs[5 * 16 + 2], pairs[5 * 16 + 9]   # key 5 with values 2 and 9
-    assert needle_eval.stale_values(tok, [1, 3], meta) == {int(values[2]), int(values[9])}
+    tok[1], tok[3] = pairs[5 * 16 + 2], pairs[5 * 16 + 9]   # distractors: key 5 with values 2 and 9
+    tok[6], tok[7] = pairs[5 * 16 + 4], pairs[3 * 16 + 9]   # needles: the answer (value 4), key 3 with value 9
+    info = dict(distractor_pos=np.array([1, 3]), needle_pos=np.array([6, 7]))
+    assert needle_eval.stale_values(tok, info, meta) == {int(values[2])}  # 9 is another needle's value too
     tok2 = np.array(filler[:1].tolist() * 10)
-    tok2[2], tok2[3] = keys[5], values[4]
-    assert needle_eval.stale_values(tok2, [2], dict(meta, fused=False)) == {int(values[4])}
+    tok2[2], tok2[3], tok2[6], tok2[7] = keys[5], values[4], keys[5], values[8]
+    info2 = dict(distractor_pos=np.array([2]), needle_pos=np.array([6]))
+    assert needle_eval.stale_values(tok2, info2, dict(meta, fused=False)) == {int(values[4])}
 
 
 def test_evaluate_with_distractors_reports_the_stale_rate_and_the_three_shares():

@@ -7,8 +7,8 @@ latest of several matches, which a 2-layer softmax model does only in part. It g
 
 $ python data/needle_distractors/prepare.py          # data/needle's defaults (block 32, 2-6 fused needles), 4 distractors
 
-Any option of data/needle/prepare.py may be given; the files are written into this folder. needle_eval.py reads
-`distractors` from meta.json and draws its evaluation records the same way.
+Any option of data/needle/prepare.py may be given; the files go into this folder unless --out_dir says otherwise.
+needle_eval.py reads `distractors` from meta.json and draws its evaluation records the same way.
 """
 import importlib.util
 import os
