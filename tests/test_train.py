@@ -72,6 +72,15 @@ def test_config_errors(tmp_path):
         train.parse_config([str(tmp_path / 'nope.py')])
 
 
+def test_every_config_key_is_in_the_readme_tables():
+    """Config keys are documented in one place: a row of the README's tables names each key train.py accepts."""
+    import re
+    with open(os.path.join(ROOT, 'README.md')) as f:
+        first_cells = [line.split('|')[1] for line in f if line.startswith('|')]
+    named = {k for cell in first_cells for k in re.findall(r'`([a-z_0-9]+)`', cell)}
+    assert sorted(k for k in train.DEFAULTS if k not in named) == []
+
+
 def test_learning_rate_schedule():
     cfg = dict(train.DEFAULTS, learning_rate=1.0, min_lr=0.1, warmup_iters=10, lr_decay_iters=110)
     assert train.get_lr(0, cfg) == 1 / 11 and train.get_lr(9, cfg) == 10 / 11  # linear warmup: (it + 1) / 11
