@@ -28,9 +28,11 @@
 #                                              sweep needle_distractors_retrieval)
 #   CAUSAL    1 | 0                           (default 1; 0 adds --causal=False to every run and names the sweep
 #                                              shakespeare_<profile>_noncausal: attention that sees the future)
-#   LEAK      none | zero_future | off_by_one | after_norm  (default none; else adds --causal=False
-#                                              --leak=LEAK and names the sweep shakespeare_<profile>_leak_<LEAK>:
-#                                              a masking bug reproduced, model.py's GPTConfig.leak)
+#   LEAK      none | zero_future | off_by_one | after_norm | time_norm  (default none; else adds
+#                                              --causal=False --leak=LEAK and names the sweep
+#                                              shakespeare_<profile>_leak_<LEAK>: a masking bug reproduced,
+#                                              model.py's GPTConfig.leak; time_norm is Diff's own, so its
+#                                              default VARIANTS are diff diff_sym)
 #   VARIANTS  config name stems               (default: the seed's five, then gated softmax1 diff_gated; sink:
 #                                              nanogpt softmax1 gated gated_headwise orthoadam softmax1_orthoadam,
 #                                              each prefixed with bb_; retrieval: nanogpt diff sym diff_sym
@@ -94,6 +96,7 @@ SEEDS=${SEEDS:-1337}
 [ "$PROFILE" = gpt2 ] && VARIANTS=${VARIANTS:-"nanogpt diff diff_sym sym gated softmax1 sym_noself"}
 [ "$PROFILE" = sink ] && VARIANTS=${VARIANTS:-"nanogpt softmax1 gated gated_headwise orthoadam softmax1_orthoadam"}
 [ "$PROFILE" = retrieval ] && VARIANTS=${VARIANTS:-"nanogpt diff sym diff_sym gated softmax1"}
+[ "${LEAK:-}" = time_norm ] && VARIANTS=${VARIANTS:-"diff diff_sym"}  # the bug is in Diff's subln
 VARIANTS=${VARIANTS:-"nanogpt diff sym diff_sym norm_sym gated softmax1 diff_gated"}
 case "${ARCH:-nanogpt}" in
   nanogpt) case "$PROFILE" in
@@ -138,9 +141,9 @@ else ANALYZER=analyze.py; ANALYSIS=analysis.json; fi
 LEAK=${LEAK:-none}
 case "$LEAK" in
   none) ;;
-  zero_future|off_by_one|after_norm) SCHEDULE+=(--causal=False --leak="$LEAK")
+  zero_future|off_by_one|after_norm|time_norm) SCHEDULE+=(--causal=False --leak="$LEAK")
                           SWEEP=${SWEEP:-${DATA}_${PROFILE}_leak_$LEAK} ;;
-  *) echo "ablate.sh: LEAK=$LEAK is not one of: none zero_future off_by_one after_norm" >&2; exit 2 ;;
+  *) echo "ablate.sh: LEAK=$LEAK is not one of: none zero_future off_by_one after_norm time_norm" >&2; exit 2 ;;
 esac
 case "${CAUSAL:-1}" in
   1) SWEEP=${SWEEP:-${DATA}_$PROFILE} ;;

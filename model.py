@@ -58,8 +58,9 @@ class GPTConfig:
     mask_self: bool = False   # no query attends to its own key, unless it has no other (Kitaev et al. 2020)
     # a causal mask applied wrongly, to test which bug gives the seed notes' losses (results/seed_table_explained.md):
     # 'zero_future' (future scores 0 instead of -inf) | 'off_by_one' (key t + 1 visible) | 'after_norm' (the row
-    # normalised over every key, then the future's weights zeroed). Not a causal model: the causality check
-    # refuses it, so a run with a leak says causal=False
+    # normalised over every key, then the future's weights zeroed) | 'time_norm' (attn='diff' only: the per-head
+    # subln taken over (T, 2d), a GroupNorm over time). Not a causal model: the causality check refuses it, so a
+    # run with a leak says causal=False
     leak: str = 'none'
     lambda_init: Optional[float] = None  # diff: a constant lambda_init instead of the depth schedule
     lambda_init_depth_offset: int = 0    # diff: schedule depth = layer index (0-based) + offset
@@ -73,7 +74,7 @@ class GPTConfig:
         def bad(msg):
             raise ValueError(f"GPTConfig: {msg}")
         choices = dict(attn=('softmax', 'diff', 'diffv2', 'cosine'), gate=('none', 'headwise', 'elementwise'),
-                       leak=('none', 'zero_future', 'off_by_one', 'after_norm'),
+                       leak=('none', 'zero_future', 'off_by_one', 'after_norm', 'time_norm'),
                        gate_pos=('sdpa', 'value'), norm=('layernorm', 'rmsnorm'), mlp=('gelu', 'swiglu'),
                        pos=('learned', 'rope'))
         for k, allowed in choices.items():
@@ -101,6 +102,9 @@ class GPTConfig:
             bad(f"gate_pos={self.gate_pos!r} needs a gate; set gate='headwise' or 'elementwise'")
         if self.attn != 'diff' and (self.lambda_init is not None or self.lambda_init_depth_offset != 0):
             bad("lambda_init and lambda_init_depth_offset only apply to attn='diff'")
+        if self.leak == 'time_norm' and self.attn != 'diff':
+            bad(f"leak='time_norm' with attn={self.attn!r}: the bug is in Differential attention's per-head norm "
+                "(subln), which only attn='diff' has")
         if self.leak != 'none' and self.mask_self:
             bad(f"leak={self.leak!r} with mask_self=True: the leak reproduces a plain causal mask's bug")
         if self.pos == 'rope' and self.head_dim % 2:
@@ -429,6 +433,15 @@ class SelfAttention(nn.Module):
             return s.masked_fill(~mask, 0.0 if fill == float('-inf') else 1.0)
         return s.masked_fill(~mask, fill)
 
+    def subln_time(self, y):
+        """leak='time_norm' reproduces a bug: each head of y (B, H, T, 2d) normalised over (T, 2d) together,
+        (y - mean) / sqrt(var + eps) * weight, as nn.GroupNorm(H, H * 2d) gives on a (B, H * 2d, T) tensor. The
+        paper's subln normalises each position alone; here every position's shift and scale come from statistics
+        over the whole window, later positions included: two numbers per head and window reach back in time."""
+        yf = upcast(y)
+        var, mean = torch.var_mean(yf, dim=(-2, -1), correction=0, keepdim=True)
+        return ((yf - mean) * torch.rsqrt(var + self.subln.eps) * self.subln.weight.to(yf.dtype)).type_as(y)
+
     def weights(self, q, k, lam=None):
         """The naive path: attention weights (B, H, T, T) built explicitly from the formulas."""
         T = q.size(2)
@@ -483,7 +496,8 @@ class SelfAttention(nn.Module):
         else:
             y = self.sdpa(q, k, v)
         if self.kind == 'diff':
-            y = self.subln(y) * (1 - self.lambda_init)
+            y = self.subln_time(y) if self.leak == 'time_norm' else self.subln(y)
+            y = y * (1 - self.lambda_init)
         y = y.transpose(1, 2)  # (B, T, H, v_dim)
         if self.gate != 'none' and self.gate_pos == 'sdpa':  # G1
             y = self._gate(y, x)

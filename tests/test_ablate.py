@@ -410,3 +410,28 @@ def test_ablate_retrieval_profile_runs_the_distractor_configs_and_scores_them_wi
     (tmp_path / 'calls.log').unlink()
     p = subprocess.run(['bash', os.path.join(ROOT, 'ablate.sh')], env=env, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0 and [c.split()[0] for c in (tmp_path / 'calls.log').read_text().splitlines()] == ['report.py']
+
+
+@pytest.mark.parametrize('leak, variants', [('zero_future', ['nanogpt', 'diff']), ('time_norm', None)])
+def test_ablate_leak_runs_the_bug_in_a_sweep_of_its_own(tmp_path, leak, variants):
+    """LEAK=<bug>: every run gets --causal=False --leak=<bug> (the causality check refuses a leak in a causal run),
+    in shakespeare_<profile>_leak_<bug>; time_norm, a bug in Diff's subln, defaults to the two Diff variants.
+    An unknown LEAK stops before any run, naming the choices."""
+    wrapper = tmp_path / 'python'
+    wrapper.write_text(f"#!/bin/sh\ncase \"$*\" in *train.py*) echo \"$*\" >> {tmp_path}/calls.log ;; esac\nexit 0\n")
+    wrapper.chmod(0o755)
+    env = dict(os.environ, PROFILE='cpu_long', RUNS_DIR=str(tmp_path), PYTHON=str(wrapper), SEEDS='1', LEAK=leak)
+    env.pop('VARIANTS', None)
+    if variants:
+        env['VARIANTS'] = ' '.join(variants)
+    p = subprocess.run(['bash', os.path.join(ROOT, 'ablate.sh')], env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    calls = [c.split() for c in (tmp_path / 'calls.log').read_text().splitlines()]
+    assert [c[1] for c in calls] == [f'configs/{v}_3L.py' for v in variants or ['diff', 'diff_sym']]
+    for c in calls:
+        assert '--causal=False' in c and f'--leak={leak}' in c
+        assert any(a.startswith(f'--out_dir={tmp_path}/shakespeare_cpu_long_leak_{leak}/') for a in c)
+    env['LEAK'] = 'sideways'
+    p = subprocess.run(['bash', os.path.join(ROOT, 'ablate.sh')], env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and 'is not one of' in p.stderr and 'time_norm' in p.stderr
+    assert len((tmp_path / 'calls.log').read_text().splitlines()) == len(calls)  # no run started

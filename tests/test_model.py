@@ -1742,9 +1742,30 @@ def test_after_norm_normalises_over_every_key_then_zeroes_the_future(attn):
     assert (rows[:, :-1] < 1 - 1e-4).all() and torch.allclose(rows[:, -1], torch.ones(2))  # the last row: no future
 
 
-@pytest.mark.parametrize('leak', ['zero_future', 'off_by_one', 'after_norm'])
+def test_time_norm_is_a_group_norm_over_time_of_each_head():
+    """leak='time_norm' equals nn.GroupNorm(H, H * 2d) on the heads laid out as (B, H * 2d, T), the subln's weight
+    repeated per head; a position's output then moves when only a later position's value changes."""
+    torch.manual_seed(0)
+    att = GPT(GPTConfig(n_layer=1, n_head=3, n_embd=24, block_size=8, vocab_size=11, attn='diff', causal=False,
+                        leak='time_norm')).transformer.h[0].attn
+    with torch.no_grad():
+        att.subln.weight.uniform_(0.5, 1.5)
+    B, H, T, D = 2, 3, 8, 8
+    y = torch.randn(B, H, T, D) * 3 + 1
+    got = att.subln_time(y)
+    gn = torch.nn.functional.group_norm(y.permute(0, 1, 3, 2).reshape(B, H * D, T), H,
+                                        weight=att.subln.weight.repeat(H), eps=att.subln.eps)
+    torch.testing.assert_close(got, gn.view(B, H, D, T).permute(0, 1, 3, 2))
+    later = y.clone()
+    later[:, :, -1] += 1.0  # change only the last position
+    assert (att.subln_time(later)[:, :, 0] - got[:, :, 0]).abs().max() > 1e-3  # position 0 sees it
+    torch.testing.assert_close(att.subln(later)[:, :, 0], att.subln(y)[:, :, 0])  # the paper's subln does not
+
+
+@pytest.mark.parametrize('leak', ['zero_future', 'off_by_one', 'after_norm', 'time_norm'])
 def test_the_causality_check_refuses_a_leak_in_a_causal_model(leak):
-    m = GPT(GPTConfig(n_layer=2, n_head=2, n_embd=16, block_size=16, vocab_size=11, leak=leak))
+    attn = 'diff' if leak == 'time_norm' else 'softmax'
+    m = GPT(GPTConfig(n_layer=2, n_head=2, n_embd=16, block_size=16, vocab_size=11, leak=leak, attn=attn))
     with pytest.raises(M.CausalityError):
         M.check_causal(m, 11, 16, 'cpu')
 
@@ -1754,4 +1775,6 @@ def test_leak_is_validated():
         GPTConfig(leak='sideways')
     with pytest.raises(ValueError, match='mask_self'):
         GPTConfig(leak='zero_future', mask_self=True, causal=False)
+    with pytest.raises(ValueError, match="subln"):
+        GPTConfig(leak='time_norm', causal=False)  # nanogpt has no per-head norm to take over time
     assert GPTConfig().leak == 'none'
