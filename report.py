@@ -734,6 +734,27 @@ def markdown(runs):
     return '\n'.join(parts) + '\n'
 
 
+def across_table(roots):
+    """Sweeps side by side (e.g. one per masking bug): a row per sweep and depth, a column per variant, the
+    training-step loss / val loss at the last evaluation, mean ± std over finished seeds (n = their number when
+    more than one), so one table sets each mechanism's cells beside another's."""
+    loaded = [(os.path.basename(os.path.normpath(r)), load_runs(r)) for r in roots]
+    variants = sorted({v for _, runs in loaded for v, _ in runs}, key=variant_key)
+    lines = ['| sweep, depth: train step / val | ' + ' | '.join(NAMES.get(v, v) for v in variants) + ' |',
+             '|---' * (len(variants) + 1) + '|']
+    for name, runs in loaded:
+        for d in sorted({d for _, d in runs}, key=depth_key):
+            cells = []
+            for v in variants:
+                ok = finished(runs.get((v, d), dict(ok=[])))
+                steps = [train_step_loss(s) for s in ok]
+                step = mean_std(steps) if ok and None not in steps else '?'
+                cells.append(f"{step} / {mean_std([s['final_val_loss'] for s in ok])}"
+                             + (f' (n={len(ok)})' if len(ok) > 1 else '') if ok else '—')
+            lines.append(f'| {name} {d} | ' + ' | '.join(cells) + ' |')
+    return '\n'.join(lines) + '\n'
+
+
 def render(root):
     """Write root/results.md (and the plots, with matplotlib) and return the markdown."""
     runs = load_runs(root)
@@ -748,8 +769,17 @@ def render(root):
 if __name__ == '__main__':
     ap = argparse.ArgumentParser(description="The seed's tables (results.md) and plots from a sweep's run folders "
                                  "(<variant>_<depth>_s<seed>/summary.json, log.jsonl), as ablate.sh writes them.")
-    ap.add_argument('sweep', help='the sweep folder, e.g. runs/shakespeare_cpu_long or results/shakespeare_full')
-    sweep_dir = ap.parse_args().sweep
-    if not os.path.isdir(sweep_dir):
-        raise SystemExit(f"report.py: {sweep_dir} is not a folder (a sweep is runs/<sweep>/, made by ablate.sh)")
-    print(render(sweep_dir), end='')
+    ap.add_argument('sweep', nargs='+', help='the sweep folder, e.g. runs/shakespeare_cpu_long or '
+                    'results/shakespeare_full; several only with --across')
+    ap.add_argument('--across', action='store_true', help='print one table of the sweeps side by side (a row per '
+                    'sweep and depth: train step / val per variant) and write nothing')
+    args = ap.parse_args()
+    for sweep_dir in args.sweep:
+        if not os.path.isdir(sweep_dir):
+            raise SystemExit(f"report.py: {sweep_dir} is not a folder (a sweep is runs/<sweep>/, made by ablate.sh)")
+    if args.across:
+        print(across_table(args.sweep), end='')
+    elif len(args.sweep) > 1:
+        raise SystemExit("report.py: one sweep at a time writes results.md; add --across to compare several")
+    else:
+        print(render(args.sweep[0]), end='')

@@ -519,3 +519,27 @@ def test_attention_map_figure_has_a_log_colour_scale(monkeypatch):
     images = [im for ax in figs[0].axes for im in ax.get_images()]
     assert len(images) == 2 and all(isinstance(im.norm, LogNorm) for im in images)
     assert len(figs[0].axes) == 3  # a panel per layer and the colour bar
+
+
+def test_across_sets_sweeps_side_by_side(tmp_path):
+    """--across: a row per sweep and depth, the union of the variants as columns in the seed's order, training-step
+    loss / val as mean ± std over the finished seeds, '—' where a sweep has no finished run of a variant; the CLI
+    prints it and writes nothing, and refuses several sweeps without --across."""
+    a, b = tmp_path / 'causal', tmp_path / 'leak_x'
+    make_run(a, 'diff_3L_s1', 2.10, step=2.00)
+    make_run(a, 'diff_3L_s2', 2.20, step=2.10)
+    make_run(a, 'nanogpt_3L_s1', 1.99, step=1.90)
+    make_run(b, 'nanogpt_3L_s1', 1.54, step=1.50)
+    make_run(b, 'nanogpt_6L_s1', 1.20, step=1.10)
+    os.makedirs(b / 'diff_3L_s1')  # unfinished: no summary.json
+    lines = report.across_table([str(a), str(b)]).splitlines()
+    assert cells(lines[0])[1:] == ['nanogpt', 'gpt+Diff']
+    assert cells(lines[2]) == ['causal 3L', '1.90 / 1.99', '2.05 ± 0.07 / 2.15 ± 0.07 (n=2)']
+    assert cells(lines[3]) == ['leak_x 3L', '1.50 / 1.54', '—']
+    assert cells(lines[4]) == ['leak_x 6L', '1.10 / 1.20', '—']
+    p = subprocess.run([sys.executable, os.path.join(ROOT, 'report.py'), '--across', str(a), str(b)],
+                       capture_output=True, text=True)
+    assert p.returncode == 0 and p.stdout.splitlines() == lines
+    assert not (a / 'results.md').exists() and not (b / 'results.md').exists()
+    p = subprocess.run([sys.executable, os.path.join(ROOT, 'report.py'), str(a), str(b)], capture_output=True, text=True)
+    assert p.returncode != 0 and '--across' in p.stderr
