@@ -47,12 +47,12 @@ def default_needles(max_needles):
     return sorted({1, 2} | set(range(4, max_needles + 1, 2)) | {max_needles})
 
 
-def distractor_share(w, distractor_pos, query_pos, haystack_len, needle_width=2):
-    """w (H, T, T) -> the first query's share of its absolute weight on the haystack that lands on the
-    distractors (the stale needles of its key), averaged over heads; like the answer share, it means the same for
-    a softmax row and a Diff row."""
+def haystack_share(w, starts, query_pos, haystack_len, needle_width=2):
+    """w (H, T, T) -> the first query's share of its absolute weight on the haystack that lands on the needles
+    starting at `starts` (needle_width tokens each), averaged over heads (0 for a head with no weight on the
+    haystack). Absolute weights, so it means the same for a softmax row and a Diff row."""
     row = w[:, query_pos[0], :haystack_len].abs()
-    cols = np.concatenate([np.asarray(distractor_pos) + i for i in range(needle_width)])
+    cols = np.concatenate([np.asarray(starts) + i for i in range(needle_width)])
     return (row[:, cols].sum(-1) / row.sum(-1).clamp_min(1e-12)).mean().item()
 
 
@@ -64,8 +64,8 @@ def attention_split(w, needle_pos, queried, query_pos, haystack_len, needle_widt
     p = int(needle_pos[queried[0]])
     hay = row[:, :haystack_len]
     answer = hay[:, p:p + needle_width].sum(-1)
-    share = hay[:, p:p + needle_width].abs().sum(-1) / hay.abs().sum(-1).clamp_min(1e-12)
-    return answer.mean().item(), (hay.sum(-1) - answer).mean().item(), share.mean().item()
+    share = haystack_share(w, [p], query_pos, haystack_len, needle_width)
+    return answer.mean().item(), (hay.sum(-1) - answer).mean().item(), share
 
 
 def stale_values(tok, info, meta):
@@ -104,7 +104,7 @@ def evaluate(model, meta, needles, depths, n_eval, seed, device='cpu'):
                 dpos = info.get('distractor_pos', ())
                 if len(dpos):  # the answer a distractor holds: its value token (fused: decoded from the pair)
                     stale.append(guess in stale_values(tok, info, meta))
-                    dshare.append(np.mean([distractor_share(m[b].float(), dpos, info['query_pos'],
+                    dshare.append(np.mean([haystack_share(m[b].float(), dpos, info['query_pos'],
                                                             info['haystack_len'], info['needle_width'])
                                            for m in maps]))
             grid[(n, depth)] = dict(accuracy=float(np.mean(correct)), answer_attention=float(np.mean(ans)),

@@ -884,8 +884,7 @@ def train_step(cfg, env, state, data):
     accumulation. Returns the mean loss over this rank's micro-batches, as a tensor (no sync)."""
     if state.graphs is not None:
         loss_sum = state.graphs.step(cfg, env, state, data)
-        state.first_bad = torch.where((state.first_bad < 0) & ~torch.isfinite(loss_sum), state.iter_num,
-                                      state.first_bad)
+        note_first_bad(state, loss_sum)
         state.iter_num += 1
         return loss_sum
     loss_sum = 0.0
@@ -901,8 +900,7 @@ def train_step(cfg, env, state, data):
             loss = loss / env.accum
         state.scaler.scale(loss).backward()
         loss_sum = loss_sum + loss.detach()
-        state.first_bad = torch.where((state.first_bad < 0) & ~torch.isfinite(loss.detach()), state.iter_num,
-                                      state.first_bad)
+        note_first_bad(state, loss.detach())
     if cfg['grad_clip'] != 0.0:
         state.scaler.unscale_(state.optimizer)
         torch.nn.utils.clip_grad_norm_(state.model.parameters(), cfg['grad_clip'])
@@ -911,6 +909,11 @@ def train_step(cfg, env, state, data):
     state.optimizer.zero_grad(set_to_none=True)
     state.iter_num += 1
     return loss_sum
+
+
+def note_first_bad(state, loss):
+    """Keep the first iteration whose loss is not finite in state.first_bad, on the device: no sync in the step."""
+    state.first_bad = torch.where((state.first_bad < 0) & ~torch.isfinite(loss), state.iter_num, state.first_bad)
 
 
 class CudaGraphs:

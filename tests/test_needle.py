@@ -201,7 +201,7 @@ def test_distractor_share_and_stale_values_on_hand_built_records():
     d = torch.zeros(2, T, T)
     d[0, 9, 1], d[0, 9, 3], d[0, 9, 6] = 0.3, -0.2, 0.5     # head 0: distractors at 1 and 3, the answer at 6
     d[1, 9, 6] = 1.0                                         # head 1: all on the answer
-    share = needle_eval.distractor_share(d, np.array([1, 3]), query_pos, hay, needle_width=1)
+    share = needle_eval.haystack_share(d, np.array([1, 3]), query_pos, hay, needle_width=1)
     assert share == pytest.approx((0.5 / 1.0 + 0.0) / 2)
     meta = dict(n_keys=16, n_values=16, n_filler=16, fused=True)
     keys, values, filler, pairs = needle.vocab(16, 16, 16, fused=True)
