@@ -68,11 +68,12 @@ def load_split(dataset, split, meta, bos=None):
     return split_data
 
 
-def get_batch(data, rng, batch_size, block_size, device):
+def get_batch(data, rng, batch_size, block_size, device, start=None):
     """Random windows of a token stream (x, y = x shifted by one); or random whole records, where y is -1 (no
     loss) except at the masked target positions. With a bos token, a window is bos then block_size - 1 tokens of
     text: x = [bos, w_0 .. w_{T-2}], y = [w_0 .. w_{T-1}], so position 0 always holds the same token, as the first
-    position of an LLM's context does (where attention sinks form)."""
+    position of an LLM's context does (where attention sinks form). start (token streams only): the windows at
+    start, start + 1, ..., wrapping at the end of the stream, instead of random ones (train.py's window_order)."""
     tokens, L = data['tokens'], data['record_len']
     if L:
         ix = rng.integers(0, len(tokens) // L, size=batch_size)
@@ -81,11 +82,13 @@ def get_batch(data, rng, batch_size, block_size, device):
         x = torch.from_numpy(rec[:, :-1])
         y = torch.from_numpy(np.where(keep, rec[:, 1:], -1))
     elif data.get('bos') is not None:
-        ix = rng.integers(0, len(tokens) - block_size + 1, size=batch_size)
+        n = len(tokens) - block_size + 1
+        ix = rng.integers(0, n, size=batch_size) if start is None else (start + np.arange(batch_size)) % n
         y = torch.from_numpy(np.stack([tokens[i:i + block_size] for i in ix]).astype(np.int64))
         x = torch.cat((torch.full((batch_size, 1), data['bos'], dtype=torch.int64), y[:, :-1]), dim=1)
     else:
-        ix = rng.integers(0, len(tokens) - block_size, size=batch_size)
+        n = len(tokens) - block_size
+        ix = rng.integers(0, n, size=batch_size) if start is None else (start + np.arange(batch_size)) % n
         x = torch.from_numpy(np.stack([tokens[i:i + block_size] for i in ix]).astype(np.int64))
         y = torch.from_numpy(np.stack([tokens[i + 1:i + 1 + block_size] for i in ix]).astype(np.int64))
     if device.startswith('cuda'):

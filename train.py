@@ -57,6 +57,7 @@ DEFAULTS = dict(
     # data
     dataset='shakespeare_char', gradient_accumulation_steps=1, batch_size=32,
     bos=False,       # True: a beginning-of-sequence token (a new id, vocab one larger) at position 0 of every window
+    window_order='random',  # 'random' (nanoGPT) | 'sequential': a reproduction of an unshuffled stride-1 loader
     # optimizer
     optimizer='adamw',  # 'adamw' | 'orthoadam' (Adam in a fixed random rotated basis, orthoadam.py)
     orthoadam_max_dim=1024,  # OrthoAdam leaves tensor axes longer than this unrotated (e.g. a BPE vocabulary)
@@ -81,6 +82,7 @@ class RunError(Exception):
 
 
 CHOICES = dict(init_from=('scratch', 'resume'), wandb_mode=(None, 'online', 'offline', 'disabled'),
+               window_order=('random', 'sequential'),
                optimizer=('adamw', 'orthoadam'), dtype=('auto', 'float32', 'bfloat16', 'float16'),
                compile_mode=('default', 'reduce-overhead', 'max-autotune', 'max-autotune-no-cudagraphs'))
 
@@ -225,6 +227,15 @@ def get_lr(it, cfg):
         return cfg['min_lr']
     ratio = (it - cfg['warmup_iters']) / max(1, cfg['lr_decay_iters'] - cfg['warmup_iters'])
     return cfg['min_lr'] + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (cfg['learning_rate'] - cfg['min_lr'])
+
+
+def window_start(cfg, it, g, n):
+    """window_order='sequential' reproduces a loader that walks every stride-1 window of the text in order
+    (DataLoader(shuffle=False) over windows starting at 0, 1, 2, ...): micro-batch g of n in iteration `it` takes
+    the batch_size windows from (it * n + g) * batch_size on. A batch then spans batch_size + block_size
+    characters, all but batch_size of them already in the batch before: the model trains on text it saw one step
+    earlier, at a shifted position. None: random windows."""
+    return None if cfg['window_order'] == 'random' else (it * n + g) * cfg['batch_size']
 
 
 def seed_torch(seed, *stream):
@@ -622,6 +633,9 @@ def setup_data(cfg):
         raise ValueError(f"bos=True needs a token stream (dataset '{cfg['dataset']}' is fixed-length records)"
                          if meta.get('record_len') else f"bos=True puts token {bos} at position 0: vocab_size="
                          f"{cfg['vocab_size']} must be at least {bos + 1} (or None, which takes it)")
+    if cfg['window_order'] == 'sequential' and meta.get('record_len'):
+        raise ValueError(f"window_order='sequential' walks the windows of a token stream; dataset "
+                         f"'{cfg['dataset']}' is fixed-length records: use window_order='random'")
     splits = load_split(cfg['dataset'], 'train', meta, bos), load_split(cfg['dataset'], 'val', meta, bos)
     if meta.get('record_len') and meta['record_len'] != T + 1:
         raise ValueError(f"dataset '{cfg['dataset']}' has records of {meta['record_len']} tokens: "
@@ -891,7 +905,7 @@ def train_step(cfg, env, state, data):
     for m in range(env.accum):
         g = env.rank * env.accum + m
         X, Y = get_batch(data, batch_rng(cfg['seed'], 0, state.iter_num, g), cfg['batch_size'], cfg['block_size'],
-                         env.device)
+                         env.device, window_start(cfg, state.iter_num, g, env.world * env.accum))
         seed_torch(cfg['seed'], 2, state.iter_num, g)  # dropout masks too, so N processes equal one process
         if env.ddp:
             state.model.require_backward_grad_sync = (m == env.accum - 1)  # all-reduce only on the last micro-step
@@ -953,7 +967,7 @@ class CudaGraphs:
     def step(self, cfg, env, state, data):
         for m in range(env.accum):
             X, Y = get_batch(data, batch_rng(cfg['seed'], 0, state.iter_num, m), cfg['batch_size'],
-                             cfg['block_size'], env.device)
+                             cfg['block_size'], env.device, window_start(cfg, state.iter_num, m, env.accum))
             self.X[m].copy_(X, non_blocking=True)
             self.Y[m].copy_(Y, non_blocking=True)
         if self.train_graph is None and self.eager_steps < self.WARMUP:

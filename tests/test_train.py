@@ -697,6 +697,42 @@ def test_bos_run_has_one_more_token_and_samples_with_it(tmp_path):
     assert p.returncode == 1 and 'vocab_size=65 must be at least 66' in p.stderr, p.stderr
 
 
+# --- window_order='sequential': a reproduction of an unshuffled stride-1 loader (issue #27)
+
+def test_sequential_windows_walk_the_stream_in_order_and_wrap():
+    tokens = np.arange(100, dtype=np.uint16)
+    plain = dict(tokens=tokens, record_len=None, mask=None)
+    x, y = dataset.get_batch(plain, np.random.default_rng(0), 4, 8, 'cpu', start=90)
+    starts = x[:, 0].tolist()
+    assert starts == [90, 91, 0, 1]  # 92 windows of 8 + 1 tokens fit in 100 tokens: start 92 wraps to 0
+    for b in range(4):
+        assert torch.equal(x[b], torch.arange(starts[b], starts[b] + 8))
+        assert torch.equal(y[b], x[b] + 1)
+    xb, yb = dataset.get_batch(dict(plain, bos=200), np.random.default_rng(0), 4, 8, 'cpu', start=5)
+    assert (xb[:, 0] == 200).all() and yb[:, 0].tolist() == [5, 6, 7, 8]
+    x1, _ = dataset.get_batch(plain, np.random.default_rng(0), 4, 8, 'cpu')
+    x2, _ = dataset.get_batch(plain, np.random.default_rng(0), 4, 8, 'cpu', start=None)
+    assert torch.equal(x1, x2) and x1[:, 0].tolist() != starts  # random windows are unchanged
+
+
+def test_sequential_micro_batches_tile_the_stream_across_ranks_and_steps():
+    cfg = dict(window_order='sequential', batch_size=8)
+    n = 4  # e.g. 2 ranks x 2 micro-batches: micro-batch g = rank * accum + m
+    got = [train.window_start(cfg, it, g, n) for it in range(3) for g in range(n)]
+    assert got == [8 * k for k in range(12)]  # every window once, in order, whatever the split into processes
+    assert train.window_start(dict(cfg, window_order='random'), 5, 1, n) is None
+
+
+def test_sequential_run_trains_and_refuses_records(tmp_path):
+    out = tmp_path / 'o'
+    run_train(out, '--max_iters=3', '--eval_interval=3', '--window_order=sequential')
+    assert json.load(open(out / 'summary.json'))['config']['window_order'] == 'sequential'
+    p = run_train(tmp_path / 'n', '--max_iters=2', '--window_order=sequential', '--dataset=needle', check=False)
+    assert p.returncode == 1 and "window_order='sequential' walks the windows of a token stream" in p.stderr
+    p = run_train(tmp_path / 'x', '--max_iters=2', '--window_order=shuffled', check=False)
+    assert p.returncode == 1 and "window_order='shuffled' must be one of" in p.stderr, p.stderr
+
+
 def test_generate_keeps_bos_at_position_0_when_it_crops():
     torch.manual_seed(0)
     m = GPT(GPTConfig(block_size=8, vocab_size=12, n_layer=1, n_head=2, n_embd=16)).eval()
