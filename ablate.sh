@@ -19,8 +19,10 @@
 #                                                 # a Slurm job array: one task a run, then a job for report.py
 #
 # Environment:
-#   PROFILE   full | cpu | cpu_long | demo | gpt2 | sink | retrieval  (default full where torch sees a GPU; without one,
-#                                              say which. gpt2: configs/<variant>_124M.py on data/fineweb, with
+#   PROFILE   full | cpu | cpu_long | demo | gpt2 | sink | retrieval | seed_pipeline  (default full where torch
+#                                              sees a GPU; without one, say which. seed_pipeline: the seed author's
+#                                              published loop, one epoch of stride-1 windows, 35,000 steps (GPU).
+#                                              gpt2: configs/<variant>_124M.py on data/fineweb, with
 #                                              the configs' own 2.5B-token schedule; sweep fineweb_gpt2. sink:
 #                                              configs/bb_<variant>_2L.py on data/bigram_backcopy, with the
 #                                              configs' schedule; sweep bigram_backcopy_sink. retrieval:
@@ -33,6 +35,9 @@
 #                                              shakespeare_<profile>_leak_<LEAK>: a masking bug reproduced,
 #                                              model.py's GPTConfig.leak; time_norm is Diff's own, so its
 #                                              default VARIANTS are diff diff_sym)
+#   WINDOWS   random | sequential            (default random; sequential adds --window_order=sequential, an
+#                                              unshuffled loader over every stride-1 window, and names the sweep
+#                                              shakespeare_<profile>_sequential: train.py's window_order)
 #   VARIANTS  config name stems               (default: the seed's five, then gated softmax1 diff_gated; sink:
 #                                              nanogpt softmax1 gated gated_headwise orthoadam softmax1_orthoadam,
 #                                              each prefixed with bb_; retrieval: nanogpt diff sym diff_sym
@@ -123,6 +128,13 @@ case "$PROFILE" in
   demo) DEPTHS=${DEPTHS:-"3L"}
         SCHEDULE=(--max_iters=100 --lr_decay_iters=100 --warmup_iters=10 --learning_rate=1e-3 --min_lr=1e-4
                   --batch_size=16 --dropout=0.0 --eval_interval=50 --eval_iters=5 --log_interval=10) ;;
+  # the seed author's published loop (results/seed_table_explained.md, session 12): one epoch over every stride-1
+  # window of the text at batch 32 (35,000 steps, ~256 passes), a constant lr 3e-4, Adam without weight decay or
+  # clipping, dropout 0.1. Its losses on the training text are the ones to set beside the seed's table (report.py's
+  # "train (eval)" column); a GPU job, about 16 hours a 3-layer run on a CPU core
+  seed_pipeline) DEPTHS=${DEPTHS:-"3L 6L 8L"}
+        SCHEDULE=(--max_iters=35000 --decay_lr=False --learning_rate=3e-4 --weight_decay=0.0 --beta2=0.999
+                  --grad_clip=0.0 --dropout=0.1 --eval_interval=2500 --eval_iters=200 --log_interval=10) ;;
   # GPT-2 small on web text: the configs hold the schedule (a 2.5B-token budget, configs/base_gpt2.py)
   gpt2) DEPTHS=${DEPTHS:-"124M"}; SCHEDULE=() ;;
   # the sink claims where the baseline has a sink: Bigram-Backcopy (data/bigram_backcopy), 2 layers; the
@@ -131,7 +143,8 @@ case "$PROFILE" in
   # the retrieval claim where the baseline misses: needles with distractors (data/needle_distractors), 2 layers;
   # the configs (configs/nd_*_2L.py) hold the schedule, about 2 minutes a run on one CPU core
   retrieval) DEPTHS=${DEPTHS:-"2L"}; SCHEDULE=() ;;
-  *)    echo "ablate.sh: PROFILE=$PROFILE is not one of: full cpu cpu_long demo gpt2 sink retrieval" >&2; exit 2 ;;
+  *)    echo "ablate.sh: PROFILE=$PROFILE is not one of: full cpu cpu_long demo gpt2 sink retrieval seed_pipeline" >&2
+        exit 2 ;;
 esac
 case "$PROFILE" in  # the sweep's prefix, and what ANALYZE=1 runs on each finished run
   gpt2) DATA=fineweb ;; sink) DATA=bigram_backcopy ;; retrieval) DATA=needle_distractors ;; *) DATA=shakespeare ;;
@@ -144,6 +157,11 @@ case "$LEAK" in
   zero_future|off_by_one|after_norm|time_norm) SCHEDULE+=(--causal=False --leak="$LEAK")
                           SWEEP=${SWEEP:-${DATA}_${PROFILE}_leak_$LEAK} ;;
   *) echo "ablate.sh: LEAK=$LEAK is not one of: none zero_future off_by_one after_norm time_norm" >&2; exit 2 ;;
+esac
+case "${WINDOWS:-random}" in
+  random) ;;
+  sequential) SCHEDULE+=(--window_order=sequential); SWEEP=${SWEEP:-${DATA}_${PROFILE}_sequential} ;;
+  *) echo "ablate.sh: WINDOWS=$WINDOWS is not one of: random sequential" >&2; exit 2 ;;
 esac
 case "${CAUSAL:-1}" in
   1) SWEEP=${SWEEP:-${DATA}_$PROFILE} ;;

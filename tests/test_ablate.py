@@ -435,3 +435,29 @@ def test_ablate_leak_runs_the_bug_in_a_sweep_of_its_own(tmp_path, leak, variants
     p = subprocess.run(['bash', os.path.join(ROOT, 'ablate.sh')], env=env, capture_output=True, text=True, timeout=120)
     assert p.returncode == 2 and 'is not one of' in p.stderr and 'time_norm' in p.stderr
     assert len((tmp_path / 'calls.log').read_text().splitlines()) == len(calls)  # no run started
+
+
+def test_ablate_seed_pipeline_with_sequential_windows(tmp_path):
+    """PROFILE=seed_pipeline: the seed author's loop (35,000 steps at a constant lr, Adam without weight decay or
+    clipping, dropout 0.1) at 3L 6L 8L; WINDOWS=sequential adds --window_order=sequential and names the sweep
+    shakespeare_seed_pipeline_sequential. An unknown WINDOWS stops before any run."""
+    wrapper = tmp_path / 'python'
+    wrapper.write_text(f"#!/bin/sh\ncase \"$*\" in *train.py*) echo \"$*\" >> {tmp_path}/calls.log ;; esac\nexit 0\n")
+    wrapper.chmod(0o755)
+    env = dict(os.environ, PROFILE='seed_pipeline', RUNS_DIR=str(tmp_path), PYTHON=str(wrapper), SEEDS='1',
+               VARIANTS='nanogpt sym', WINDOWS='sequential')
+    env.pop('DEPTHS', None)
+    p = subprocess.run(['bash', os.path.join(ROOT, 'ablate.sh')], env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    calls = [c.split() for c in (tmp_path / 'calls.log').read_text().splitlines()]
+    assert sorted(c[1] for c in calls) == sorted(f'configs/{v}_{d}.py' for v in ('nanogpt', 'sym')
+                                                 for d in ('3L', '6L', '8L'))
+    for c in calls:
+        for flag in ('--max_iters=35000', '--decay_lr=False', '--weight_decay=0.0', '--grad_clip=0.0',
+                     '--dropout=0.1', '--window_order=sequential'):
+            assert flag in c, (flag, c)
+        assert any(a.startswith(f'--out_dir={tmp_path}/shakespeare_seed_pipeline_sequential/') for a in c)
+    env['WINDOWS'] = 'shuffled'
+    p = subprocess.run(['bash', os.path.join(ROOT, 'ablate.sh')], env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and 'WINDOWS=shuffled is not one of: random sequential' in p.stderr, p.stderr
+    assert len((tmp_path / 'calls.log').read_text().splitlines()) == len(calls)  # no run started
