@@ -21,7 +21,7 @@
 # Environment:
 #   PROFILE   full | cpu | cpu_long | demo | gpt2 | sink | retrieval | seed_pipeline  (default full where torch
 #                                              sees a GPU; without one, say which. seed_pipeline: the seed author's
-#                                              published loop, one epoch of stride-1 windows, 35,000 steps (GPU).
+#                                              loop, an epoch's worth of windows, 35,000 steps (a GPU job).
 #                                              gpt2: configs/<variant>_124M.py on data/fineweb, with
 #                                              the configs' own 2.5B-token schedule; sweep fineweb_gpt2. sink:
 #                                              configs/bb_<variant>_2L.py on data/bigram_backcopy, with the
@@ -36,8 +36,8 @@
 #                                              model.py's GPTConfig.leak; time_norm is Diff's own, so its
 #                                              default VARIANTS are diff diff_sym)
 #   WINDOWS   random | sequential            (default random; sequential adds --window_order=sequential, an
-#                                              unshuffled loader over every stride-1 window, and names the sweep
-#                                              shakespeare_<profile>_sequential: train.py's window_order)
+#                                              unshuffled loader over every stride-1 window, train.py's
+#                                              window_order, and _sequential to the sweep's name)
 #   VARIANTS  config name stems               (default: the seed's five, then gated softmax1 diff_gated; sink:
 #                                              nanogpt softmax1 gated gated_headwise orthoadam softmax1_orthoadam,
 #                                              each prefixed with bb_; retrieval: nanogpt diff sym diff_sym
@@ -46,7 +46,7 @@
 #                                              Diff paper's RMSNorm/SwiGLU/RoPE layer: configs/llama_*_6L.py)
 #   DEPTHS    3L 6L 8L                        (default: 3L 6L 8L for full, 3L 6L for cpu)
 #   SEEDS     list of seeds                   (default 1337)
-#   SWEEP     folder under RUNS_DIR           (default shakespeare_$PROFILE, + _noncausal with CAUSAL=0)
+#   SWEEP     folder under RUNS_DIR           (default <data>_$PROFILE, + _leak_<LEAK> or _noncausal, + _sequential)
 #   RUNS_DIR  where sweeps live               (default runs)
 #   NPROC     processes per run (torchrun)    (default 1: plain python)
 #   JOBS      runs at once on the machine     (default 1; e.g. 8 for 3-8 layer models on one large GPU)
@@ -128,10 +128,11 @@ case "$PROFILE" in
   demo) DEPTHS=${DEPTHS:-"3L"}
         SCHEDULE=(--max_iters=100 --lr_decay_iters=100 --warmup_iters=10 --learning_rate=1e-3 --min_lr=1e-4
                   --batch_size=16 --dropout=0.0 --eval_interval=50 --eval_iters=5 --log_interval=10) ;;
-  # the seed author's published loop (results/seed_table_explained.md, session 12): one epoch over every stride-1
-  # window of the text at batch 32 (35,000 steps, ~256 passes), a constant lr 3e-4, Adam without weight decay or
-  # clipping, dropout 0.1. Its losses on the training text are the ones to set beside the seed's table (report.py's
-  # "train (eval)" column); a GPU job, about 16 hours a 3-layer run on a CPU core
+  # the seed author's loop as far as it is published (results/seed_table_explained.md, session 12): as many windows
+  # as one epoch over every stride-1 window of the whole text at batch 32 (35,000 steps, ~280 passes over the train
+  # split), lr 3e-4, dropout 0.1. Assumed where unpublished: a constant lr and plain Adam (no weight decay, beta2
+  # 0.999, no clipping), as a generated training loop has them. Its losses on the training text (report.py's
+  # "train (eval)") go beside the seed's table; a GPU job, about 16 hours a 3-layer run on a CPU core
   seed_pipeline) DEPTHS=${DEPTHS:-"3L 6L 8L"}
         SCHEDULE=(--max_iters=35000 --decay_lr=False --learning_rate=3e-4 --weight_decay=0.0 --beta2=0.999
                   --grad_clip=0.0 --dropout=0.1 --eval_interval=2500 --eval_iters=200 --log_interval=10) ;;
@@ -151,23 +152,30 @@ case "$PROFILE" in  # the sweep's prefix, and what ANALYZE=1 runs on each finish
 esac
 if [ "$PROFILE" = retrieval ]; then ANALYZER=needle_eval.py; ANALYSIS=needle_eval.json
 else ANALYZER=analyze.py; ANALYSIS=analysis.json; fi
+# the sweep's name says every setting that changes what its runs are: <data>_<profile>[_leak_<LEAK> or
+# _noncausal][_sequential], so that no two kinds of run share a folder (a re-launch would skip or resume the other)
+SUFFIX=
 LEAK=${LEAK:-none}
 case "$LEAK" in
   none) ;;
-  zero_future|off_by_one|after_norm|time_norm) SCHEDULE+=(--causal=False --leak="$LEAK")
-                          SWEEP=${SWEEP:-${DATA}_${PROFILE}_leak_$LEAK} ;;
+  zero_future|off_by_one|after_norm|time_norm) SCHEDULE+=(--causal=False --leak="$LEAK"); SUFFIX+=_leak_$LEAK ;;
   *) echo "ablate.sh: LEAK=$LEAK is not one of: none zero_future off_by_one after_norm time_norm" >&2; exit 2 ;;
+esac
+case "${CAUSAL:-1}" in
+  1) ;;
+  0) if [ "$LEAK" = none ]; then SCHEDULE+=(--causal=False); SUFFIX+=_noncausal; fi ;;  # a leak is non-causal
+  *) echo "ablate.sh: CAUSAL=$CAUSAL is not one of: 1 0" >&2; exit 2 ;;
 esac
 case "${WINDOWS:-random}" in
   random) ;;
-  sequential) SCHEDULE+=(--window_order=sequential); SWEEP=${SWEEP:-${DATA}_${PROFILE}_sequential} ;;
+  sequential) case "$PROFILE" in
+                sink|retrieval) echo "ablate.sh: WINDOWS=sequential walks a token stream; PROFILE=$PROFILE trains" \
+                                     "on fixed-length records" >&2; exit 2 ;;
+              esac
+              SCHEDULE+=(--window_order=sequential); SUFFIX+=_sequential ;;
   *) echo "ablate.sh: WINDOWS=$WINDOWS is not one of: random sequential" >&2; exit 2 ;;
 esac
-case "${CAUSAL:-1}" in
-  1) SWEEP=${SWEEP:-${DATA}_$PROFILE} ;;
-  0) SCHEDULE+=(--causal=False); SWEEP=${SWEEP:-${DATA}_${PROFILE}_noncausal} ;;
-  *) echo "ablate.sh: CAUSAL=$CAUSAL is not one of: 1 0" >&2; exit 2 ;;
-esac
+SWEEP=${SWEEP:-${DATA}_$PROFILE$SUFFIX}
 ROOT=${RUNS_DIR:-runs}/$SWEEP
 mkdir -p "$ROOT"
 # present while a Ctrl-C or SIGTERM stops the sweep (or this Slurm task): the runs that end then were stopped

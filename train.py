@@ -229,7 +229,7 @@ def get_lr(it, cfg):
     return cfg['min_lr'] + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (cfg['learning_rate'] - cfg['min_lr'])
 
 
-def window_start(cfg, it, g, n):
+def sequential_start(cfg, it, g, n):
     """window_order='sequential' reproduces a loader that walks every stride-1 window of the text in order
     (DataLoader(shuffle=False) over windows starting at 0, 1, 2, ...): micro-batch g of n in iteration `it` takes
     the batch_size windows from (it * n + g) * batch_size on. A batch then spans batch_size + block_size
@@ -905,7 +905,7 @@ def train_step(cfg, env, state, data):
     for m in range(env.accum):
         g = env.rank * env.accum + m
         X, Y = get_batch(data, batch_rng(cfg['seed'], 0, state.iter_num, g), cfg['batch_size'], cfg['block_size'],
-                         env.device, window_start(cfg, state.iter_num, g, env.world * env.accum))
+                         env.device, sequential_start(cfg, state.iter_num, g, env.world * env.accum))
         seed_torch(cfg['seed'], 2, state.iter_num, g)  # dropout masks too, so N processes equal one process
         if env.ddp:
             state.model.require_backward_grad_sync = (m == env.accum - 1)  # all-reduce only on the last micro-step
@@ -967,7 +967,7 @@ class CudaGraphs:
     def step(self, cfg, env, state, data):
         for m in range(env.accum):
             X, Y = get_batch(data, batch_rng(cfg['seed'], 0, state.iter_num, m), cfg['batch_size'],
-                             cfg['block_size'], env.device, window_start(cfg, state.iter_num, m, env.accum))
+                             cfg['block_size'], env.device, sequential_start(cfg, state.iter_num, m, env.accum))
             self.X[m].copy_(X, non_blocking=True)
             self.Y[m].copy_(Y, non_blocking=True)
         if self.train_graph is None and self.eager_steps < self.WARMUP:

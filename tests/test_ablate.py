@@ -461,3 +461,37 @@ def test_ablate_seed_pipeline_with_sequential_windows(tmp_path):
     p = subprocess.run(['bash', os.path.join(ROOT, 'ablate.sh')], env=env, capture_output=True, text=True, timeout=120)
     assert p.returncode == 2 and 'WINDOWS=shuffled is not one of: random sequential' in p.stderr, p.stderr
     assert len((tmp_path / 'calls.log').read_text().splitlines()) == len(calls)  # no run started
+
+
+@pytest.mark.parametrize('extra, sweep', [
+    (dict(), 'shakespeare_cpu_long'),
+    (dict(CAUSAL='0'), 'shakespeare_cpu_long_noncausal'),
+    (dict(WINDOWS='sequential'), 'shakespeare_cpu_long_sequential'),
+    (dict(CAUSAL='0', WINDOWS='sequential'), 'shakespeare_cpu_long_noncausal_sequential'),
+    (dict(LEAK='zero_future', WINDOWS='sequential'), 'shakespeare_cpu_long_leak_zero_future_sequential'),
+    (dict(LEAK='zero_future', CAUSAL='0'), 'shakespeare_cpu_long_leak_zero_future'),
+])
+def test_ablate_sweep_name_says_every_setting(tmp_path, extra, sweep):
+    """Each kind of run gets a folder of its own: a re-launch skips finished runs and resumes stopped ones, so two
+    kinds sharing a sweep would mix. --causal=False is passed once, also when a leak implies it."""
+    wrapper = tmp_path / 'python'
+    wrapper.write_text(f"#!/bin/sh\ncase \"$*\" in *train.py*) echo \"$*\" >> {tmp_path}/calls.log ;; esac\nexit 0\n")
+    wrapper.chmod(0o755)
+    env = dict(os.environ, PROFILE='cpu_long', RUNS_DIR=str(tmp_path), PYTHON=str(wrapper), SEEDS='1',
+               VARIANTS='nanogpt', **extra)
+    for k in ('SWEEP', 'LEAK', 'CAUSAL', 'WINDOWS'):
+        if k not in extra:
+            env.pop(k, None)
+    p = subprocess.run(['bash', os.path.join(ROOT, 'ablate.sh')], env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    [call] = [c.split() for c in (tmp_path / 'calls.log').read_text().splitlines()]
+    assert f'--out_dir={tmp_path}/{sweep}/nanogpt_3L_s1' in call
+    assert call.count('--causal=False') == (1 if 'CAUSAL' in extra or 'LEAK' in extra else 0)
+    assert ('--window_order=sequential' in call) == ('WINDOWS' in extra)
+
+
+def test_ablate_refuses_sequential_windows_on_record_datasets(tmp_path):
+    env = dict(os.environ, PROFILE='sink', RUNS_DIR=str(tmp_path), SEEDS='1', WINDOWS='sequential')
+    p = subprocess.run(['bash', os.path.join(ROOT, 'ablate.sh')], env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and 'PROFILE=sink trains on fixed-length records' in p.stderr, p.stderr
+    assert not any(tmp_path.iterdir())

@@ -708,8 +708,9 @@ def test_sequential_windows_walk_the_stream_in_order_and_wrap():
     for b in range(4):
         assert torch.equal(x[b], torch.arange(starts[b], starts[b] + 8))
         assert torch.equal(y[b], x[b] + 1)
-    xb, yb = dataset.get_batch(dict(plain, bos=200), np.random.default_rng(0), 4, 8, 'cpu', start=5)
-    assert (xb[:, 0] == 200).all() and yb[:, 0].tolist() == [5, 6, 7, 8]
+    xb, yb = dataset.get_batch(dict(plain, bos=200), np.random.default_rng(0), 4, 8, 'cpu', start=92)
+    assert (xb[:, 0] == 200).all() and yb[:, 0].tolist() == [92, 0, 1, 2]  # with bos, 93 windows of 8 fit
+    assert torch.equal(yb[0], torch.arange(92, 100))
     x1, _ = dataset.get_batch(plain, np.random.default_rng(0), 4, 8, 'cpu')
     x2, _ = dataset.get_batch(plain, np.random.default_rng(0), 4, 8, 'cpu', start=None)
     assert torch.equal(x1, x2) and x1[:, 0].tolist() != starts  # random windows are unchanged
@@ -718,9 +719,32 @@ def test_sequential_windows_walk_the_stream_in_order_and_wrap():
 def test_sequential_micro_batches_tile_the_stream_across_ranks_and_steps():
     cfg = dict(window_order='sequential', batch_size=8)
     n = 4  # e.g. 2 ranks x 2 micro-batches: micro-batch g = rank * accum + m
-    got = [train.window_start(cfg, it, g, n) for it in range(3) for g in range(n)]
+    got = [train.sequential_start(cfg, it, g, n) for it in range(3) for g in range(n)]
     assert got == [8 * k for k in range(12)]  # every window once, in order, whatever the split into processes
-    assert train.window_start(dict(cfg, window_order='random'), 5, 1, n) is None
+    assert train.sequential_start(dict(cfg, window_order='random'), 5, 1, n) is None
+
+
+def test_sequential_training_steps_take_consecutive_windows(tmp_path, monkeypatch):
+    """Through the trainer: with 2 micro-batches a step, the training batches start at 0, 8, 16, 24, ... (batch
+    8), each batch the 8 windows after the last, while evaluation keeps random windows (start None)."""
+    seen = []
+    orig = train.get_batch
+
+    def record(data, rng, batch_size, block_size, device, start=None):
+        x, y = orig(data, rng, batch_size, block_size, device, start)
+        seen.append((start, x[:, 0].tolist()))
+        return x, y
+    monkeypatch.setattr(train, 'get_batch', record)
+    monkeypatch.setattr(train, 'check_causal', lambda *a, **k: None)
+    train.main([*TINY, f'--out_dir={tmp_path / "o"}', '--max_iters=3', '--eval_interval=3', '--eval_iters=1',
+                '--gradient_accumulation_steps=2', '--window_order=sequential'])
+    starts = [s for s, _ in seen if s is not None]
+    assert starts == [0, 8, 16, 24, 32, 40]  # 3 steps x 2 micro-batches
+    tokens = dataset.load_split('shakespeare_char', 'train', dataset.load_meta('shakespeare_char'))['tokens']
+    for s, first in seen:
+        if s is not None:  # each window's first token is the text at its start
+            assert first == [int(tokens[i]) for i in range(s, s + 8)]
+    assert sum(s is None for s, _ in seen) == 2 * 2  # evals at 0 and 3, one batch per split: random windows
 
 
 def test_sequential_run_trains_and_refuses_records(tmp_path):
