@@ -81,16 +81,16 @@ def get_batch(data, rng, batch_size, block_size, device, start=None):
         keep = np.stack([data['mask'][i * L + 1:(i + 1) * L] for i in ix]).astype(bool)
         x = torch.from_numpy(rec[:, :-1])
         y = torch.from_numpy(np.where(keep, rec[:, 1:], -1))
-    elif data.get('bos') is not None:
-        n = len(tokens) - block_size + 1
-        ix = rng.integers(0, n, size=batch_size) if start is None else (start + np.arange(batch_size)) % n
-        y = torch.from_numpy(np.stack([tokens[i:i + block_size] for i in ix]).astype(np.int64))
-        x = torch.cat((torch.full((batch_size, 1), data['bos'], dtype=torch.int64), y[:, :-1]), dim=1)
     else:
-        n = len(tokens) - block_size
+        bos = data.get('bos')
+        n = len(tokens) - block_size + (bos is not None)  # windows of block_size + 1 tokens; with bos, block_size
         ix = rng.integers(0, n, size=batch_size) if start is None else (start + np.arange(batch_size)) % n
-        x = torch.from_numpy(np.stack([tokens[i:i + block_size] for i in ix]).astype(np.int64))
-        y = torch.from_numpy(np.stack([tokens[i + 1:i + 1 + block_size] for i in ix]).astype(np.int64))
+        if bos is not None:
+            y = torch.from_numpy(np.stack([tokens[i:i + block_size] for i in ix]).astype(np.int64))
+            x = torch.cat((torch.full((batch_size, 1), bos, dtype=torch.int64), y[:, :-1]), dim=1)
+        else:
+            x = torch.from_numpy(np.stack([tokens[i:i + block_size] for i in ix]).astype(np.int64))
+            y = torch.from_numpy(np.stack([tokens[i + 1:i + 1 + block_size] for i in ix]).astype(np.int64))
     if device.startswith('cuda'):
         return x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(device, non_blocking=True)
     return x.to(device), y.to(device)

@@ -412,44 +412,43 @@ def test_ablate_retrieval_profile_runs_the_distractor_configs_and_scores_them_wi
     assert p.returncode == 0 and [c.split()[0] for c in (tmp_path / 'calls.log').read_text().splitlines()] == ['report.py']
 
 
+def recorded_sweep(tmp_path, unset=(), **env_vars):
+    """ablate.sh with a python that writes each train.py command line to calls.log instead of training. Returns
+    the process and every command line recorded so far in tmp_path, split into arguments."""
+    wrapper, log = tmp_path / 'python', tmp_path / 'calls.log'
+    wrapper.write_text(f"#!/bin/sh\ncase \"$*\" in *train.py*) echo \"$*\" >> {log} ;; esac\nexit 0\n")
+    wrapper.chmod(0o755)
+    env = dict(os.environ, RUNS_DIR=str(tmp_path), PYTHON=str(wrapper), **env_vars)
+    for k in unset:
+        env.pop(k, None)
+    p = subprocess.run(['bash', os.path.join(ROOT, 'ablate.sh')], env=env, capture_output=True, text=True, timeout=120)
+    return p, [c.split() for c in log.read_text().splitlines()] if log.exists() else []
+
+
 @pytest.mark.parametrize('leak, variants', [('zero_future', ['nanogpt', 'diff']), ('time_norm', None)])
 def test_ablate_leak_runs_the_bug_in_a_sweep_of_its_own(tmp_path, leak, variants):
     """LEAK=<bug>: every run gets --causal=False --leak=<bug> (the causality check refuses a leak in a causal run),
     in shakespeare_<profile>_leak_<bug>; time_norm, a bug in Diff's subln, defaults to the two Diff variants.
     An unknown LEAK stops before any run, naming the choices."""
-    wrapper = tmp_path / 'python'
-    wrapper.write_text(f"#!/bin/sh\ncase \"$*\" in *train.py*) echo \"$*\" >> {tmp_path}/calls.log ;; esac\nexit 0\n")
-    wrapper.chmod(0o755)
-    env = dict(os.environ, PROFILE='cpu_long', RUNS_DIR=str(tmp_path), PYTHON=str(wrapper), SEEDS='1', LEAK=leak)
-    env.pop('VARIANTS', None)
-    if variants:
-        env['VARIANTS'] = ' '.join(variants)
-    p = subprocess.run(['bash', os.path.join(ROOT, 'ablate.sh')], env=env, capture_output=True, text=True, timeout=120)
+    env = dict(PROFILE='cpu_long', SEEDS='1', LEAK=leak, **(dict(VARIANTS=' '.join(variants)) if variants else {}))
+    p, calls = recorded_sweep(tmp_path, unset=() if variants else ('VARIANTS',), **env)
     assert p.returncode == 0, p.stdout + p.stderr
-    calls = [c.split() for c in (tmp_path / 'calls.log').read_text().splitlines()]
     assert [c[1] for c in calls] == [f'configs/{v}_3L.py' for v in variants or ['diff', 'diff_sym']]
     for c in calls:
         assert '--causal=False' in c and f'--leak={leak}' in c
         assert any(a.startswith(f'--out_dir={tmp_path}/shakespeare_cpu_long_leak_{leak}/') for a in c)
-    env['LEAK'] = 'sideways'
-    p = subprocess.run(['bash', os.path.join(ROOT, 'ablate.sh')], env=env, capture_output=True, text=True, timeout=120)
+    p, after = recorded_sweep(tmp_path, unset=() if variants else ('VARIANTS',), **dict(env, LEAK='sideways'))
     assert p.returncode == 2 and 'is not one of' in p.stderr and 'time_norm' in p.stderr
-    assert len((tmp_path / 'calls.log').read_text().splitlines()) == len(calls)  # no run started
+    assert after == calls  # no run started
 
 
 def test_ablate_seed_pipeline_with_sequential_windows(tmp_path):
     """PROFILE=seed_pipeline: the seed author's loop (35,000 steps at a constant lr, Adam without weight decay or
     clipping, dropout 0.1) at 3L 6L 8L; WINDOWS=sequential adds --window_order=sequential and names the sweep
     shakespeare_seed_pipeline_sequential. An unknown WINDOWS stops before any run."""
-    wrapper = tmp_path / 'python'
-    wrapper.write_text(f"#!/bin/sh\ncase \"$*\" in *train.py*) echo \"$*\" >> {tmp_path}/calls.log ;; esac\nexit 0\n")
-    wrapper.chmod(0o755)
-    env = dict(os.environ, PROFILE='seed_pipeline', RUNS_DIR=str(tmp_path), PYTHON=str(wrapper), SEEDS='1',
-               VARIANTS='nanogpt sym', WINDOWS='sequential')
-    env.pop('DEPTHS', None)
-    p = subprocess.run(['bash', os.path.join(ROOT, 'ablate.sh')], env=env, capture_output=True, text=True, timeout=120)
+    env = dict(PROFILE='seed_pipeline', SEEDS='1', VARIANTS='nanogpt sym', WINDOWS='sequential')
+    p, calls = recorded_sweep(tmp_path, unset=('DEPTHS',), **env)
     assert p.returncode == 0, p.stdout + p.stderr
-    calls = [c.split() for c in (tmp_path / 'calls.log').read_text().splitlines()]
     assert sorted(c[1] for c in calls) == sorted(f'configs/{v}_{d}.py' for v in ('nanogpt', 'sym')
                                                  for d in ('3L', '6L', '8L'))
     for c in calls:
@@ -457,10 +456,9 @@ def test_ablate_seed_pipeline_with_sequential_windows(tmp_path):
                      '--dropout=0.1', '--window_order=sequential'):
             assert flag in c, (flag, c)
         assert any(a.startswith(f'--out_dir={tmp_path}/shakespeare_seed_pipeline_sequential/') for a in c)
-    env['WINDOWS'] = 'shuffled'
-    p = subprocess.run(['bash', os.path.join(ROOT, 'ablate.sh')], env=env, capture_output=True, text=True, timeout=120)
+    p, after = recorded_sweep(tmp_path, unset=('DEPTHS',), **dict(env, WINDOWS='shuffled'))
     assert p.returncode == 2 and 'WINDOWS=shuffled is not one of: random sequential' in p.stderr, p.stderr
-    assert len((tmp_path / 'calls.log').read_text().splitlines()) == len(calls)  # no run started
+    assert after == calls  # no run started
 
 
 @pytest.mark.parametrize('extra, sweep', [
@@ -474,17 +472,10 @@ def test_ablate_seed_pipeline_with_sequential_windows(tmp_path):
 def test_ablate_sweep_name_says_every_setting(tmp_path, extra, sweep):
     """Each kind of run gets a folder of its own: a re-launch skips finished runs and resumes stopped ones, so two
     kinds sharing a sweep would mix. --causal=False is passed once, also when a leak implies it."""
-    wrapper = tmp_path / 'python'
-    wrapper.write_text(f"#!/bin/sh\ncase \"$*\" in *train.py*) echo \"$*\" >> {tmp_path}/calls.log ;; esac\nexit 0\n")
-    wrapper.chmod(0o755)
-    env = dict(os.environ, PROFILE='cpu_long', RUNS_DIR=str(tmp_path), PYTHON=str(wrapper), SEEDS='1',
-               VARIANTS='nanogpt', **extra)
-    for k in ('SWEEP', 'LEAK', 'CAUSAL', 'WINDOWS'):
-        if k not in extra:
-            env.pop(k, None)
-    p = subprocess.run(['bash', os.path.join(ROOT, 'ablate.sh')], env=env, capture_output=True, text=True, timeout=120)
+    p, calls = recorded_sweep(tmp_path, unset=[k for k in ('SWEEP', 'LEAK', 'CAUSAL', 'WINDOWS') if k not in extra],
+                              PROFILE='cpu_long', SEEDS='1', VARIANTS='nanogpt', **extra)
     assert p.returncode == 0, p.stdout + p.stderr
-    [call] = [c.split() for c in (tmp_path / 'calls.log').read_text().splitlines()]
+    [call] = calls
     assert f'--out_dir={tmp_path}/{sweep}/nanogpt_3L_s1' in call
     assert call.count('--causal=False') == (1 if 'CAUSAL' in extra or 'LEAK' in extra else 0)
     assert ('--window_order=sequential' in call) == ('WINDOWS' in extra)
