@@ -9,7 +9,8 @@
 #   LEAK=zero_future PROFILE=cpu_long ./ablate.sh # the causal mask with a bug (model.py's leak), a sweep of its own
 #   SEEDS="1 2 3" NPROC=4 ./ablate.sh             # three seeds, each run on 4 GPUs with torchrun
 #   SEEDS="1 2 3" JOBS=8 ./ablate.sh              # eight runs at a time, spread over every visible GPU
-#   VARIANTS="nanogpt diff" DEPTHS=6L ./ablate.sh --dropout=0.1    # extra --key=value go to every run
+#   SWEEP=shakespeare_full_dropout0.1 VARIANTS="nanogpt diff" DEPTHS=6L ./ablate.sh --dropout=0.1
+#                                                 # extra --key=value go to every run, in a sweep of their own
 #   PROFILE=gpt2 NPROC=8 ./ablate.sh              # GPT-2 124M on web text (data/fineweb), each run on 8 GPUs
 #   PROFILE=sink SEEDS="1 2 3" ANALYZE=1 ./ablate.sh   # the sink claims on Bigram-Backcopy, where the baseline
 #                                                 # has a sink (data/bigram_backcopy, results/sink_cpu.md)
@@ -70,7 +71,7 @@
 # train.log there. A run with summary.json is skipped; one with ckpt.pt is resumed; a failed run is reported,
 # marked with a FAILED file (its exit status) and the sweep goes on. Ctrl-C or SIGTERM stops every run in
 # progress within a step or an evaluation batch, each saving its checkpoint: stopped, not failed. A pair with no
-# config file (e.g. gated_3L) is skipped. The sweep ends with report.py, which writes runs/<sweep>/results.md;
+# config file (e.g. diff_gated_3L) is skipped. The sweep ends with report.py, which writes runs/<sweep>/results.md;
 # then the exit status is 1 if any run or analysis failed (so a script or CI can tell), else report.py's.
 set -u
 cd "${ABLATE_DIR:-$(dirname "$0")}"  # under Slurm, $0 is the scheduler's copy of this script
@@ -175,15 +176,48 @@ case "${WINDOWS:-random}" in
               SCHEDULE+=(--window_order=sequential); SUFFIX+=_sequential ;;
   *) echo "ablate.sh: WINDOWS=$WINDOWS is not one of: random sequential" >&2; exit 2 ;;
 esac
+# a name in VARIANTS or DEPTHS that no config file has is a typo, not a pair to leave out (as diff_gated_3L is)
+for v in $VARIANTS; do
+  compgen -G "configs/${v}_*.py" >/dev/null || {
+    echo "ablate.sh: VARIANTS has '$v', but there is no configs/${v}_<depth>.py; the variants:" \
+         "$(ls configs | sed -n 's/_[0-9]*[LM]\.py$//p' | sort -u | tr '\n' ' ')" >&2; exit 2; }
+done
+for d in $DEPTHS; do
+  compgen -G "configs/*_$d.py" >/dev/null || {
+    echo "ablate.sh: DEPTHS has '$d', but there is no configs/<variant>_$d.py; the depths:" \
+         "$(ls configs | sed -n 's/.*_\([0-9]*[LM]\)\.py$/\1/p' | sort -u | tr '\n' ' ')" >&2; exit 2; }
+done
 SWEEP=${SWEEP:-${DATA}_$PROFILE$SUFFIX}
 ROOT=${RUNS_DIR:-runs}/$SWEEP
 mkdir -p "$ROOT"
+# The settings its runs share: the profile's schedule and the extra --key=value (the last of a key wins, as in
+# train.py), less the keys that only say where and how a run is computed (train.py's FREE_ON_RESUME, which a test
+# keeps equal to this list). Kept in $ROOT/sweep_settings; a launch with other settings is refused, since
+# report.py averages a cell's runs as seeds of one setting, and would skip a finished run made with others.
+FREE_KEYS="out_dir init_from eval_only device dtype compile compile_mode cuda_graph wandb_log wandb_project
+           wandb_run_name wandb_mode log_interval always_save_checkpoint"
+declare -A SETTING=()
+for a in "${SCHEDULE[@]}" "$@"; do
+  k=${a%%=*}; k=${k#--}
+  [[ " $(echo $FREE_KEYS) " == *" $k "* ]] || SETTING[$k]=$a
+done
+settings=$(for k in "${!SETTING[@]}"; do echo "${SETTING[$k]}"; done | LC_ALL=C sort)
+if [ -f "$ROOT/sweep_settings" ]; then
+  if [ "$settings" != "$(cat "$ROOT/sweep_settings")" ]; then
+    echo "ablate.sh: $ROOT holds runs made with other settings than this command's:" >&2
+    diff <(cat "$ROOT/sweep_settings") <(echo "$settings") | sed -n 's/^</  the sweep:   /p; s/^>/  this command:/p' >&2
+    echo "  Name a new sweep (SWEEP=<name>), or re-launch with the sweep's settings." >&2
+    exit 2
+  fi
+else  # a new sweep, or one made before this file: its settings are this command's from now on
+  echo "$settings" > "$ROOT/sweep_settings.tmp" && mv "$ROOT/sweep_settings.tmp" "$ROOT/sweep_settings"
+fi
 # present while a Ctrl-C or SIGTERM stops the sweep (or this Slurm task): the runs that end then were stopped
 STOPPING=$ROOT/.stopping${TASK:+.$TASK}
 rm -f "$STOPPING"
 
 # the sweep's runs, "config folder seed", seed by seed: a sweep stopped half-way leaves whole tables for its first
-# seeds. A pair with no config file (e.g. gated_3L) is left out.
+# seeds. A pair with no config file (e.g. diff_gated_3L) is left out.
 RUNS=()
 for seed in $SEEDS; do
   for depth in $DEPTHS; do

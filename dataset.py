@@ -26,16 +26,19 @@ def load_meta(dataset):
 
 
 def ensure_data(dataset):
-    """Run data/<dataset>/prepare.py when train.bin or val.bin is missing, or meta.json where a prepare.py makes
-    one: each prepare.py writes meta.json last, so a run that starts while it works waits for the whole dataset
-    rather than taking a default vocab_size. A folder of .bin files without prepare.py is used as it is."""
+    """Run data/<dataset>/prepare.py when train.bin, val.bin or meta.json is missing: each prepare.py writes
+    meta.json last, so a run that starts while it works waits for the whole dataset rather than taking a default
+    vocab_size. A folder without prepare.py must hold all three (meta.json says how its tokens decode)."""
     d = data_dir(dataset)
     prep = os.path.join(d, 'prepare.py')
-    needed = ('train.bin', 'val.bin') + (('meta.json',) if os.path.exists(prep) else ())
-    if all(os.path.exists(os.path.join(d, f)) for f in needed):
+    missing = [f for f in ('train.bin', 'val.bin', 'meta.json') if not os.path.exists(os.path.join(d, f))]
+    if not missing:
         return
     if not os.path.exists(prep):
-        raise FileNotFoundError(f"dataset '{dataset}': no {d}/train.bin and no prepare.py to make it")
+        raise FileNotFoundError(
+            f"dataset '{dataset}': {d} has no {' or '.join(missing)}, and no prepare.py to make it. A dataset folder "
+            f"holds uint16 train.bin and val.bin, and a meta.json with the vocabulary size and how the tokens "
+            f"decode, e.g. {{\"vocab_size\": 50304, \"tokenizer\": \"gpt2\"}} for GPT-2 tokens (README, dataset)")
     print(f"dataset '{dataset}' is not prepared yet: running {prep}")
     if subprocess.run([sys.executable, prep]).returncode != 0:
         raise FileNotFoundError(f"{prep} failed (see its message above); run it by hand, e.g. with --input FILE")

@@ -4,6 +4,7 @@ and memory figures train.py reports. Shared by train.py, sample.py, analyze.py a
 """
 import contextlib
 import os
+import re
 import time
 
 import torch
@@ -36,6 +37,9 @@ def resolve_device(device):
     A device this machine lacks is a ValueError that says so, before anything is built or written."""
     if device == 'auto':
         device = 'cuda' if torch.cuda.is_available() else 'cpu'
+    if not re.fullmatch(r'cpu|mps|cuda(:\d+)?', device):
+        raise ValueError(f"device={device!r} is not a device: use 'auto' (cuda if present, else cpu), 'cpu', 'cuda', "
+                         f"'cuda:1' (a GPU by index) or 'mps'")
     device_type = 'cuda' if device.startswith('cuda') else device.split(':')[0]
     if device_type == 'cuda':
         if torch.version.cuda is None and torch.version.hip is None:

@@ -107,6 +107,8 @@ class GPTConfig:
                 "(subln), which only attn='diff' has")
         if self.leak != 'none' and self.mask_self:
             bad(f"leak={self.leak!r} with mask_self=True: the leak reproduces a plain causal mask's bug")
+        if self.pos != 'rope' and self.rope_theta != 10000.0:
+            bad(f"rope_theta={self.rope_theta} with pos={self.pos!r}: rope_theta only applies to pos='rope'")
         if self.pos == 'rope' and self.head_dim % 2:
             bad(f"pos='rope' needs an even head size, got {self.head_dim}")
 

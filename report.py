@@ -141,7 +141,11 @@ def load_runs(root):
         summary = os.path.join(path, 'summary.json')
         if os.path.exists(summary):
             with open(summary) as f:
-                s = json.load(f)
+                try:
+                    s = json.load(f)
+                except ValueError as e:  # train.py writes it atomically: a hand edit or a copy cut short
+                    raise SystemExit(f"report.py: {summary} is not valid JSON ({e}): restore it (git checkout), "
+                                     f"or remove it and re-launch the sweep, which writes it again") from None
             s.update(_dir=path, _name=name, _variant=variant, _depth=depth, _seed=seed,
                      _log=read_log(os.path.join(path, 'log.jsonl')))
             cell['ok'].append(s)
@@ -289,6 +293,43 @@ def fmt_p(p):
     return '<0.001' if p < 0.001 else f'{p:.3f}'
 
 
+# config keys that say where and how a run was computed, not what it computes: the seeds of a cell may differ in
+# them (train.py's FREE_ON_RESUME with the per-run seed; a test keeps the two equal)
+FREE_KEYS = ('seed', 'out_dir', 'init_from', 'eval_only', 'device', 'dtype', 'compile', 'compile_mode', 'cuda_graph',
+             'wandb_log', 'wandb_project', 'wandb_run_name', 'wandb_mode', 'log_interval', 'always_save_checkpoint')
+# the keys every run of a sweep shares, whatever its variant: the schedule and the data (the title's Setup line)
+SETUP_KEYS = ('dataset', 'causal', 'max_iters', 'lr_decay_iters', 'warmup_iters', 'learning_rate', 'min_lr',
+              'dropout', 'batch_size', 'block_size', 'n_embd', 'n_head', 'eval_interval', 'eval_iters')
+SHARED_KEYS = SETUP_KEYS + ('decay_lr', 'weight_decay', 'beta1', 'beta2', 'grad_clip', 'gradient_accumulation_steps',
+                            'window_order', 'leak', 'bos')
+
+
+def mixed_settings(ok):
+    """What differs between runs that the tables set side by side as if it did not: across the sweep, SHARED_KEYS;
+    within a cell (variant, depth), every config key but FREE_KEYS. A key that a run's config lacks (a run older
+    than the key) is not compared. -> a line per key and group that differ."""
+    out = []
+
+    def note(key, group):
+        by = {}
+        for s in group:
+            if key in s['config']:
+                by.setdefault(repr(s['config'][key]), []).append(s['_name'])
+        if len(by) > 1:
+            out.append(f"`{key}`: " + ' / '.join(
+                f"{v} ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''})" for v, names in by.items()))
+
+    for key in SHARED_KEYS:
+        note(key, ok)
+    cells = {}
+    for s in ok:
+        cells.setdefault((s['_variant'], s['_depth']), []).append(s)
+    for key in sorted({k for s in ok for k in s['config']} - set(FREE_KEYS) - set(SHARED_KEYS)):
+        for group in cells.values():
+            note(key, group)
+    return out
+
+
 def values(summaries, key, default=None):
     """The distinct values of config[key] over the runs: numbers in numeric order, then the rest by repr."""
     vs = {s['config'].get(key, default) for s in summaries}
@@ -318,9 +359,7 @@ def title(ok):
     if noself:
         lines += ['', 'mask_self=True (a query may not attend to its own key, Reformer\'s rule for K = Q) in: '
                   + ', '.join(NAMES.get(v, v) for v in noself) + '; every other model attends to itself.']
-    keys = ('dataset', 'causal', 'max_iters', 'lr_decay_iters', 'warmup_iters', 'learning_rate', 'min_lr',
-            'dropout', 'batch_size', 'block_size', 'n_embd', 'n_head', 'eval_interval', 'eval_iters')
-    setup = {k: values(ok, k, True if k == 'causal' else None) for k in keys}  # runs before 'causal' were causal
+    setup = {k: values(ok, k, True if k == 'causal' else None) for k in SETUP_KEYS}  # runs before 'causal' were causal
     if values(ok, 'bos', False) != [False]:  # named only where some run had a BOS token (train.py's bos)
         setup['bos'] = values(ok, 'bos', False)
     lines += ['', 'Setup: ' + ', '.join(f'{k}={joined(vs)}' for k, vs in setup.items())
@@ -680,6 +719,11 @@ def markdown(runs):
     ok = sorted((s for c in runs.values() for s in c['ok']),
                 key=lambda s: (depth_key(s['_depth']), variant_key(s['_variant']), s['_seed']))
     parts = [title(ok) if ok else '# Results: no finished runs']
+    mixed = mixed_settings(ok)
+    if mixed:
+        parts += ['', '**Warning: mixed settings.** These runs differ in more than their seed, and the tables below '
+                  'average and pair them as if they did not. Give each setting a sweep of its own (ablate.sh '
+                  'refuses a launch that would mix them):', ''] + [f'- {m}' for m in mixed]
     seed_cols = [v for v in SEED_VARIANTS if any(vv == v for vv, _ in runs)]
     extra = sorted({v for v, _ in runs} - set(SEED_VARIANTS), key=variant_key)
     if seed_cols:

@@ -25,6 +25,7 @@ import socket
 import sys
 import textwrap
 import time
+import traceback
 import typing
 from dataclasses import asdict, dataclass, field, fields
 
@@ -126,15 +127,25 @@ def parse_config(argv):
         with open(path) as f:
             exec(compile(f.read(), path, 'exec'), ns)
 
-    for arg in argv:
-        if arg in ('-h', '--help'):
-            print(usage())
-            raise SystemExit(0)
+    if any(arg in ('-h', '--help') for arg in argv):
+        print(usage())
+        raise SystemExit(0)
+    # every config file first, then every override, wherever each stands on the line: an override before its
+    # config file still wins
+    for arg in sorted(argv, key=lambda a: a.startswith('--')):
         if not arg.startswith('--'):
             if not os.path.isfile(arg):
                 raise ValueError(f"config file {arg} not found (configs live in configs/, e.g. configs/diff_sym_6L.py)")
             ns = {}
-            run_file(arg, ns)
+            try:
+                run_file(arg, ns)
+            except OSError:  # a missing include(): its own message names the file
+                raise
+            except Exception as e:  # a typo in the file: one line that names it, not a traceback
+                line = getattr(e, 'lineno', None) if isinstance(e, SyntaxError) else next(
+                    (f.lineno for f in reversed(traceback.extract_tb(e.__traceback__)) if f.filename == arg), None)
+                raise ValueError(f"config file {arg}{f', line {line}' if line else ''}: {type(e).__name__}: {e}") \
+                    from None
             for k, v in ns.items():
                 if not k.startswith('_') and k != 'include' and not callable(v) and type(v).__name__ != 'module':
                     cfg[k] = _check(k, v, arg)
@@ -172,6 +183,10 @@ def check_ranges(cfg):
     for k in ('beta1', 'beta2'):
         if cfg[k] >= 1:
             raise ValueError(f"config: {k}={cfg[k]!r} must be below 1")
+    # model.py builds a leak in a causal model (for the causality check's tests to catch); a run may not
+    if cfg['leak'] != 'none' and cfg['causal']:
+        raise ValueError(f"config: leak={cfg['leak']!r} reproduces a causal-mask bug, so the model sees later tokens: "
+                         f"add --causal=False to run it (ablate.sh's LEAK= does), or leave leak='none'")
     try:
         GPTConfig(**{k: cfg[k] for k in MODEL_KEYS if k != 'vocab_size'})
     except ValueError as e:
@@ -205,7 +220,8 @@ def usage():
     train_keys = [k for k in DEFAULTS if k not in MODEL_KEYS]
     return (f"usage: python train.py [CONFIG.py ...] [--key=value ...]\n"
             f"  e.g. python train.py configs/diff_sym_6L.py --batch_size=16\n"
-            f"Config files (Python that assigns keys) apply in order, then --key=value overrides.\n"
+            f"Config files (Python that assigns keys) apply in order, then the --key=value overrides, wherever\n"
+            f"they stand on the line.\n"
             f"Each key's meaning is in the README's config table.\n\ntraining keys (default):\n{block(train_keys)}\n\n"
             f"model keys (model.GPTConfig; vocab_size=None takes the dataset's):\n{block(MODEL_KEYS)}\n")
 
@@ -506,9 +522,19 @@ class Throughput:
         self.peak = peak_flops(env.device, env.dtype) if env.master else None
         self.start()
 
-    def start(self):
+    def start(self, before=None):
+        """before: ckpt.pt's 'timing', the totals of the processes that trained this run earlier, so that a
+        resumed run's tokens/s and wall time are the whole run's (up to its last checkpoint), not its last part's."""
+        before = before or {}
         self.started = self.window_start = time.perf_counter()
-        self.window_iters, self.train_time, self.train_tokens, self.first_window = 0, 0.0, 0, True
+        self.window_iters, self.first_window = 0, True
+        self.train_time, self.train_tokens = before.get('train_time', 0.0), before.get('train_tokens', 0)
+        self.wall_before = before.get('wall_time', 0.0)
+
+    def totals(self):
+        """What ckpt.pt keeps for a resume, and summary.json reports."""
+        return dict(train_time=self.train_time, train_tokens=self.train_tokens,
+                    wall_time=self.wall_before + time.perf_counter() - self.started)
 
     def step(self):
         self.window_iters += 1
@@ -604,13 +630,20 @@ def check_cuda_graph(cfg, env):
         raise ValueError(f"config: cuda_graph=True {why}")
 
 
+class AlreadyFinished(Exception):
+    """A resume of a run that finished at this max_iters: nothing to train, and nothing is rewritten."""
+
+
 def open_run(cfg):
     """Rank 0, before any training: the run folder (made, checked and locked; not for eval_only, which writes
-    nothing), no earlier run's checkpoints in the way of a scratch run, and the dataset prepared."""
+    nothing), no earlier run's checkpoints in the way of a scratch run, no finished run to resume, and the dataset
+    prepared."""
     run_dir = None if cfg['eval_only'] else RunDir(cfg['out_dir'])
     try:
         if cfg['init_from'] == 'scratch':
             refuse_to_overwrite(run_path(cfg), run_path(cfg, 'best.pt'))
+        elif not cfg['eval_only']:
+            refuse_finished(cfg)
         ensure_data(cfg['dataset'])
     except BaseException:
         if run_dir is not None:
@@ -619,13 +652,30 @@ def open_run(cfg):
     return run_dir
 
 
+def refuse_finished(cfg):
+    """A resume whose summary.json says the run finished at max_iters would train nothing and rewrite its summary
+    and checkpoint with this process's timings: AlreadyFinished instead (main() exits 0 and writes nothing)."""
+    path = run_path(cfg, 'summary.json')
+    try:
+        with open(path) as f:
+            it = json.load(f).get('iter')
+    except (OSError, ValueError):  # none, or unreadable: the resume finishes the run and writes it again
+        return
+    if it == cfg['max_iters']:
+        raise AlreadyFinished(f"{cfg['out_dir']} finished at iteration {it} ({path}): nothing to train, nothing "
+                              f"rewritten. To train it further, resume with --max_iters above {it}")
+
+
 def setup_data(cfg):
     """Every rank opens the train and val splits; vocab_size, unless set, comes from the dataset's meta.json.
     Returns the splits and the tokenizer's description, which checkpoints carry so that sample.py can decode
     without the dataset."""
     T = cfg['block_size']
     meta = load_meta(cfg['dataset'])
-    n_vocab = meta.get('vocab_size', 50304)  # GPT-2's 50257 padded to a multiple of 64
+    if not isinstance(meta.get('vocab_size'), int):
+        raise ValueError(f"dataset '{cfg['dataset']}': its meta.json has no vocab_size (an integer); "
+                         f"e.g. 50304 for GPT-2 tokens (50257 padded to a multiple of 64)")
+    n_vocab = meta['vocab_size']
     bos = n_vocab if cfg['bos'] else None    # the first id past the dataset's
     if cfg['vocab_size'] is None:
         cfg['vocab_size'] = n_vocab + cfg['bos']
@@ -667,6 +717,8 @@ class TrainState:
     last_eval: dict = field(default_factory=dict)  # the last eval's losses: an eval iteration is evaluated once
     wandb_id: typing.Optional[str] = None
     graphs: typing.Optional['CudaGraphs'] = None  # cuda_graph=True: the captured step and eval forward
+    timing: dict = field(default_factory=dict)     # ckpt.pt's totals of the earlier processes (Throughput.start)
+    clock: typing.Optional['Throughput'] = None    # this process's, whose totals() each ckpt.pt keeps
 
 
 # keys that say where and how a run is computed, logged or saved, not what it computes: a resume may change them
@@ -749,6 +801,7 @@ def setup_model(cfg, env, tokenizer, explicit=()):
         state.iter_num = state.start_iter = ckpt['iter_num']
         state.best_val_loss = ckpt['best_val_loss']
         state.wandb_id = ckpt.get('wandb_run_id')
+        state.timing = ckpt.get('timing', {})  # older checkpoints: the last part's timings only
         # a checkpoint saved by a stop at an eval iteration has not had that eval yet, so the resumed run does it.
         # Older checkpoints were always taken as evaluated.
         state.last_eval = ckpt.get('last_eval', dict(iter=state.iter_num))
@@ -823,8 +876,11 @@ def save_at_stop(cfg, env, state, log):
     if trained:
         check_finite(cfg, env, state, weights=True)
         master_first(env, lambda: save_checkpoint(cfg, state, log))
-    log.say(f"stopped at iteration {state.iter_num}; " + (f"{run_path(cfg)} saved" if trained else
-            "nothing new to save") + ". Continue with --init_from=resume")
+    kept = run_path(cfg)
+    log.say(f"stopped at iteration {state.iter_num}; " + (
+        f"{kept} saved. Continue with --init_from=resume" if trained else
+        f"nothing new to save ({kept} is as it was). Continue with --init_from=resume" if os.path.exists(kept) else
+        "no step had finished, so nothing was saved: start the run again"))
     return True
 
 
@@ -1069,6 +1125,8 @@ def save_checkpoint(cfg, state, log, name='ckpt.pt'):
         wandb_id = log.wandb_id if log is not None else state.wandb_id
         if wandb_id is not None:
             ckpt['wandb_run_id'] = wandb_id  # a resumed run continues the same wandb curves
+        if state.clock is not None:
+            ckpt['timing'] = state.clock.totals()
     path = run_path(cfg, name)
     try:
         atomic_write(path, lambda f: torch.save(ckpt, f))
@@ -1096,7 +1154,7 @@ def write_summary(cfg, env, state, log, clock, finished):
         config=cfg, n_params=state.raw_model.get_num_params(), iter=state.iter_num, finished=finished,
         final_train_loss=last.get('train_loss'), final_val_loss=last.get('val_loss'),
         final_eval_iter=last.get('iter'), best_val_loss=best if best < float('inf') else None,
-        lambda_table=table, tokens_per_sec=clock.tokens_per_sec(), wall_time_s=time.perf_counter() - clock.started,
+        lambda_table=table, tokens_per_sec=clock.tokens_per_sec(), wall_time_s=clock.totals()['wall_time'],
         peak_memory_mb=peak_memory_mb(env.device), device=env.device, dtype=env.dtype, world_size=env.world,
         compile=env.compile, torch_version=torch.__version__)
     if finished:
@@ -1114,7 +1172,12 @@ def main(argv):
         env = setup_processes(cfg)
         run_dir = None
         try:
-            run_dir = master_first(env, lambda: open_run(cfg))
+            try:
+                run_dir = master_first(env, lambda: open_run(cfg))
+            except AlreadyFinished as e:
+                if env.master:
+                    print(e)
+                return 0
             if env.master:
                 for w in config_warnings(cfg):
                     print(f"warning: {w}")
@@ -1129,7 +1192,8 @@ def main(argv):
             check_causality(cfg, env, state)
             log = master_first(env, lambda: RunLog(cfg, state.iter_num, state.wandb_id, active=True))
             log = log or RunLog(cfg, state.iter_num, state.wandb_id, active=False)
-            clock.start()  # the run's wall time and tokens/s count from here
+            clock.start(state.timing)  # the run's wall time and tokens/s count from here, after the earlier parts'
+            state.clock = clock
             stop = StopVote(stop_signal, env)
             try:
                 stopped = train(cfg, env, state, log, clock, data, stop)

@@ -50,14 +50,18 @@ def test_ablate_sweep_skip_resume_and_report(tmp_path):
         [str(i) for i in range(1, 7)]
     other = text.split('## Other variants')[1]
     assert '| | Diff+Gated |' in other and '| 6L |' in other and '| 3L | — |' in other  # no diff_gated_3L config
-    # a re-launch skips finished runs and resumes an unfinished one from its checkpoint
+    # a re-launch skips finished runs and resumes an unfinished one from its checkpoint (here one stopped after
+    # its last eval, before its summary), writing the summary
     os.remove(root / 'nanogpt_3L_s1337' / 'summary.json')
     before = json.load(open(root / 'nanogpt_6L_s1337' / 'summary.json'))
-    out = sweep(tmp_path, '--max_iters=4', '--lr_decay_iters=4')
+    out = sweep(tmp_path)
     assert out.count('skip   ') == 4 and 'run    ' in out and '--init_from=resume' in out
     s = json.load(open(root / 'nanogpt_3L_s1337' / 'summary.json'))
-    assert s['iter'] == 4
+    assert s['iter'] == 2 and s['finished']
     assert json.load(open(root / 'nanogpt_6L_s1337' / 'summary.json')) == before
+    # a re-launch with another schedule would skip the finished 2-step runs beside 4-step ones: refused
+    out = sweep(tmp_path, '--max_iters=4', '--lr_decay_iters=4', rc=2)
+    assert 'this command: --max_iters=4' in out and 'run    ' not in out
 
 
 def test_ablate_exits_nonzero_when_runs_failed_after_writing_the_report(tmp_path):
@@ -102,10 +106,11 @@ def test_ablate_analyze_runs_analyze_py_on_new_and_earlier_finished_runs(tmp_pat
     # a re-launch analyses only what lacks analysis.json: a run trained now, and a finished run's lost file
     os.remove(root / 'nanogpt_3L_s2' / 'analysis.json')
     os.remove(root / 'softmax1_3L_s1' / 'summary.json')
-    out = sweep(tmp_path, '--max_iters=4', '--lr_decay_iters=4', ANALYZE='1', **kw)
+    os.remove(root / 'softmax1_3L_s1' / 'analysis.json')
+    out = sweep(tmp_path, ANALYZE='1', **kw)
     assert sum(l.startswith('analyzed ') for l in out.splitlines()) == 2
     assert 'done   ' in out and '1 run, 3 skipped (1 of them analyzed now)' in out
-    assert json.load(open(root / 'softmax1_3L_s1' / 'analysis.json'))['iter'] == 4  # the resumed run's end
+    assert json.load(open(root / 'softmax1_3L_s1' / 'analysis.json'))['iter'] == 2  # the resumed run's end
     # a finished run without its checkpoint (a committed run copied back) is left as it is
     os.remove(root / 'nanogpt_3L_s1' / 'analysis.json')
     os.remove(root / 'nanogpt_3L_s1' / 'ckpt.pt')
@@ -195,7 +200,7 @@ def test_ablate_stops_within_seconds_inside_an_evaluation(tmp_path):
     p.send_signal(signal.SIGTERM)
     out = p.communicate(timeout=300)[0]
     assert p.returncode == 130 and time.time() - t0 < 15, out
-    assert 'FAILED' not in out and 'nothing new to save' in log.read_text()
+    assert 'FAILED' not in out and 'no step had finished, so nothing was saved' in log.read_text()
 
 
 def test_ablate_without_a_profile_on_a_cpu_says_which_to_pick(tmp_path):
@@ -412,17 +417,55 @@ def test_ablate_retrieval_profile_runs_the_distractor_configs_and_scores_them_wi
     assert p.returncode == 0 and [c.split()[0] for c in (tmp_path / 'calls.log').read_text().splitlines()] == ['report.py']
 
 
-def recorded_sweep(tmp_path, unset=(), **env_vars):
-    """ablate.sh with a python that writes each train.py command line to calls.log instead of training. Returns
-    the process and every command line recorded so far in tmp_path, split into arguments."""
+def recorded_sweep(tmp_path, unset=(), args=(), **env_vars):
+    """ablate.sh (with extra arguments args) with a python that writes each train.py command line to calls.log
+    instead of training. Returns the process and every command line recorded so far in tmp_path, split into
+    arguments."""
     wrapper, log = tmp_path / 'python', tmp_path / 'calls.log'
     wrapper.write_text(f"#!/bin/sh\ncase \"$*\" in *train.py*) echo \"$*\" >> {log} ;; esac\nexit 0\n")
     wrapper.chmod(0o755)
     env = dict(os.environ, RUNS_DIR=str(tmp_path), PYTHON=str(wrapper), **env_vars)
     for k in unset:
         env.pop(k, None)
-    p = subprocess.run(['bash', os.path.join(ROOT, 'ablate.sh')], env=env, capture_output=True, text=True, timeout=120)
+    p = subprocess.run(['bash', os.path.join(ROOT, 'ablate.sh'), *args], env=env, capture_output=True, text=True,
+                       timeout=120)
     return p, [c.split() for c in log.read_text().splitlines()] if log.exists() else []
+
+
+def test_ablate_refuses_a_misspelled_variant_or_depth_before_any_run(tmp_path):
+    """A name no config file has is a typo, named with the choices, not a pair quietly left out."""
+    p, calls = recorded_sweep(tmp_path, PROFILE='demo', VARIANTS='nanogpt difff')
+    assert p.returncode == 2 and "VARIANTS has 'difff'" in p.stderr and ' diff_sym ' in p.stderr, p.stderr
+    p, calls = recorded_sweep(tmp_path, PROFILE='demo', DEPTHS='3l')
+    assert p.returncode == 2 and "DEPTHS has '3l'" in p.stderr and ' 6L ' in p.stderr, p.stderr
+    assert calls == []  # no run started
+    p, calls = recorded_sweep(tmp_path, PROFILE='cpu_long', VARIANTS='nanogpt diff_gated', DEPTHS='3L')
+    assert p.returncode == 0 and [c[1] for c in calls] == ['configs/nanogpt_3L.py']  # no diff_gated_3L: left out
+
+
+def test_a_sweep_keeps_its_settings_and_refuses_a_launch_that_would_mix_them(tmp_path):
+    """The first launch writes the settings its runs share (the schedule and the extra --key=value, the last of a
+    key winning); another launch may add seeds or change where runs are computed, but one with another setting
+    is refused before any run, naming both, since report.py would average the two as seeds."""
+    env = dict(PROFILE='demo', VARIANTS='nanogpt', SWEEP='s')
+    p, calls = recorded_sweep(tmp_path, args=['--dropout=0.1'], **env)
+    assert p.returncode == 0 and len(calls) == 1, p.stderr
+    settings = (tmp_path / 's' / 'sweep_settings').read_text().split()
+    assert '--dropout=0.1' in settings and '--dropout=0.0' not in settings and '--max_iters=100' in settings
+    p, calls = recorded_sweep(tmp_path, args=['--device=cpu', '--log_interval=5', '--dropout=0.1'], SEEDS='7',
+                              **env)
+    assert p.returncode == 0 and len(calls) == 2, p.stderr
+    p, after = recorded_sweep(tmp_path, args=['--dropout=0.2'], **env)
+    assert p.returncode == 2 and after == calls
+    assert 'the sweep:    --dropout=0.1' in p.stderr and 'this command: --dropout=0.2' in p.stderr
+    assert 'SWEEP=' in p.stderr
+
+
+def test_ablate_sweep_settings_leave_out_the_keys_train_py_lets_a_resume_change():
+    import re
+    import train
+    text = open(os.path.join(ROOT, 'ablate.sh')).read()
+    assert set(re.search(r'FREE_KEYS="([^"]*)"', text)[1].split()) == set(train.FREE_ON_RESUME)
 
 
 @pytest.mark.parametrize('leak, variants', [('zero_future', ['nanogpt', 'diff']), ('time_norm', None)])

@@ -254,3 +254,19 @@ def test_a_dataset_without_its_meta_json_is_prepared_again(tmp_path, monkeypatch
     np.zeros(100, np.uint16).tofile(d / 'val.bin')  # as if prepare.py were still at work
     dataset.ensure_data('toy')
     assert dataset.load_meta('toy')['vocab_size'] == 7
+
+
+def test_a_dataset_folder_without_meta_json_is_refused_not_taken_for_gpt2(tmp_path):
+    """A folder of .bin files alone used to train a 50,304-token model and save a GPT-2 tokenizer for it: now it
+    is refused, naming what is missing and what a meta.json holds; and a meta.json without vocab_size too."""
+    import numpy as np
+    d = tmp_path / 'bins'
+    d.mkdir()
+    for split in ('train', 'val'):
+        np.zeros(100, np.uint16).tofile(d / f'{split}.bin')
+    with pytest.raises(FileNotFoundError, match=r"has no meta\.json, and no prepare\.py.*\"vocab_size\": 50304"):
+        dataset.ensure_data(str(d))
+    (d / 'meta.json').write_text('{"tokenizer": "gpt2"}')
+    dataset.ensure_data(str(d))  # whole now
+    with pytest.raises(ValueError, match="its meta.json has no vocab_size"):
+        train.setup_data(train.parse_config([f'--dataset={d}', '--block_size=8']))

@@ -1778,3 +1778,10 @@ def test_leak_is_validated():
     with pytest.raises(ValueError, match="subln"):
         GPTConfig(leak='time_norm', causal=False)  # nanogpt has no per-head norm to take over time
     assert GPTConfig().leak == 'none'
+
+
+def test_rope_theta_without_rope_is_an_error():
+    """A key that does nothing in this combination is refused (README: a combination without meaning is an error)."""
+    with pytest.raises(ValueError, match="rope_theta only applies to pos='rope'"):
+        GPTConfig(rope_theta=500.0)
+    assert GPTConfig(pos='rope', rope_theta=500.0).rope_theta == 500.0

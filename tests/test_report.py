@@ -543,3 +543,35 @@ def test_across_sets_sweeps_side_by_side(tmp_path):
     assert not (a / 'results.md').exists() and not (b / 'results.md').exists()
     p = subprocess.run([sys.executable, os.path.join(ROOT, 'report.py'), str(a), str(b)], capture_output=True, text=True)
     assert p.returncode != 0 and '--across' in p.stderr
+
+
+def test_runs_that_differ_in_more_than_their_seed_are_named_in_a_warning(tmp_path):
+    """Seeds of one cell with another dropout, or a sweep whose variants ran other schedules, are averaged and
+    paired by the tables as if they were alike: results.md says so at the top, naming the key and the runs. Where
+    runs differ only in the keys that say where they ran (device, dtype, ...), there is no warning."""
+    make_run(tmp_path, 'nanogpt_3L_s1', 1.50)
+    make_run(tmp_path, 'nanogpt_3L_s2', 1.52, device='cuda', dtype='float32', seed=2)
+    make_run(tmp_path, 'diff_3L_s1', 1.45, attn='diff')  # a model key that differs between cells: the variant
+    assert 'mixed settings' not in report.markdown(report.load_runs(tmp_path))
+    make_run(tmp_path, 'nanogpt_3L_s3', 1.40, dropout=0.1, seed=3)
+    make_run(tmp_path, 'diff_3L_s2', 1.47, attn='diff', weight_decay=0.0, seed=2)
+    make_run(tmp_path, 'diff_3L_s3', 1.46, attn='diff', weight_decay=0.1, seed=3)
+    text = report.markdown(report.load_runs(tmp_path))
+    warning = text.split('**Warning: mixed settings.**')[1].split('\n## ')[0]
+    assert "`dropout`: 0.0 (" in warning and "0.1 (nanogpt_3L_s3)" in warning
+    assert "`weight_decay`: 0.0 (diff_3L_s2) / 0.1 (diff_3L_s3)" in warning  # diff_3L_s1 has no such key: not compared
+    assert '`attn`' not in warning and '`device`' not in warning and '`seed`' not in warning
+
+
+def test_report_compares_the_keys_train_py_lets_a_resume_change():
+    import train
+    assert set(report.FREE_KEYS) == set(train.FREE_ON_RESUME) | {'seed'}
+
+
+def test_a_corrupt_summary_is_named_without_a_traceback(tmp_path):
+    make_run(tmp_path, 'nanogpt_3L_s1', 1.50)
+    (tmp_path / 'nanogpt_3L_s1' / 'summary.json').write_text('{"config": ')
+    p = subprocess.run([sys.executable, os.path.join(ROOT, 'report.py'), str(tmp_path)], capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 1 and 'nanogpt_3L_s1/summary.json is not valid JSON' in p.stderr
+    assert 'Traceback' not in p.stderr

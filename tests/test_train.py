@@ -72,6 +72,28 @@ def test_config_errors(tmp_path):
         train.parse_config([str(tmp_path / 'nope.py')])
 
 
+def test_overrides_win_wherever_they_stand_and_config_file_errors_name_their_line(tmp_path):
+    """`--max_iters=2 configs/x.py` means what `configs/x.py --max_iters=2` means (usage: files first, then
+    overrides); a typo inside a config file is one line naming the file and the line, not a traceback."""
+    cfg = train.parse_config(['--n_layer=5', '--max_iters=2', os.path.join(ROOT, 'configs', 'diff_sym_6L.py')])
+    assert (cfg['n_layer'], cfg['max_iters'], cfg['attn']) == (5, 2, 'diff')  # the base config sets max_iters
+    (tmp_path / 'syntax.py').write_text("n_layer = 3\nbatch_size = 4 +\n")
+    with pytest.raises(ValueError, match=r"syntax\.py, line 2: SyntaxError"):
+        train.parse_config([str(tmp_path / 'syntax.py')])
+    (tmp_path / 'name.py').write_text("n_layer = 3\nn_head = heads\n")
+    with pytest.raises(ValueError, match=r"name\.py, line 2: NameError: name 'heads' is not defined"):
+        train.parse_config([str(tmp_path / 'name.py')])
+    p = subprocess.run([sys.executable, os.path.join(ROOT, 'train.py'), str(tmp_path / 'name.py')], cwd=ROOT,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 1 and 'Traceback' not in p.stderr and 'name.py, line 2' in p.stderr
+
+
+def test_a_leak_in_a_causal_run_says_to_set_causal_false():
+    with pytest.raises(ValueError, match=r"leak='zero_future' reproduces a causal-mask bug.*--causal=False"):
+        train.parse_config(['--leak=zero_future'])
+    assert train.parse_config(['--leak=off_by_one', '--causal=False'])['leak'] == 'off_by_one'
+
+
 def test_every_config_key_is_in_the_readme_tables():
     """Config keys are documented in one place: a row of the README's tables names each key train.py accepts."""
     import re
@@ -318,6 +340,34 @@ def test_eval_only_evaluates_a_checkpoint_off_the_schedule_and_writes_nothing(tm
     assert {f: (out / f).read_bytes() for f in before} == before and not (out / 'summary.json').exists()
 
 
+def test_resuming_a_finished_run_trains_and_rewrites_nothing(tmp_path):
+    """A finished run resumed at its own max_iters (ablate.sh skips it; a hand-typed resume need not) exits 0 and
+    leaves every file as it was: no summary with this process's timings or a batch_size it never trained with."""
+    out = tmp_path / 'o'
+    run_train(out, '--max_iters=2', '--eval_interval=2')
+    files = ('summary.json', 'ckpt.pt', 'best.pt', 'log.jsonl')
+    before = {f: (out / f).read_bytes() for f in files}
+    p = run_train(out, '--max_iters=2', '--eval_interval=2', '--init_from=resume', '--batch_size=4')
+    assert 'finished at iteration 2' in p.stdout and 'nothing rewritten' in p.stdout
+    assert {f: (out / f).read_bytes() for f in files} == before
+    p = run_train(out, '--max_iters=3', '--eval_interval=2', '--init_from=resume')  # extended: it trains on
+    assert json.load(open(out / 'summary.json'))['iter'] == 3
+
+
+def test_a_stopped_and_resumed_run_reports_the_whole_run_s_time_and_tokens(tmp_path):
+    """ckpt.pt keeps the timings of the processes before it, so summary.json's wall time and tokens/s are the
+    whole run's, not its last part's."""
+    out = tmp_path / 'split'
+    assert main_stopped_at(out, 4, *STOP_RUN) == 130
+    first = torch.load(out / 'ckpt.pt', weights_only=True)['timing']
+    assert first['train_tokens'] > 0 and first['train_time'] > 0 and first['wall_time'] > 0
+    assert train.main([*TINY, *STOP_RUN, f'--out_dir={out}', '--init_from=resume']) == 0
+    whole = torch.load(out / 'ckpt.pt', weights_only=True)['timing']
+    summary = json.load(open(out / 'summary.json'))
+    assert whole['train_tokens'] > first['train_tokens'] and summary['wall_time_s'] > first['wall_time']
+    assert summary['tokens_per_sec'] == pytest.approx(whole['train_tokens'] / whole['train_time'])
+
+
 def test_resume_past_max_iters_is_an_error(tmp_path):
     out = tmp_path / 'o'
     run_train(out, '--max_iters=4', '--eval_interval=2')
@@ -536,6 +586,23 @@ def test_sample_py_generates_text(tmp_path):
         assert s.startswith('ROMEO:') and len(s) == len('ROMEO:') + 20
     assert samples[0] != samples[1]
 
+
+
+@pytest.mark.parametrize('device', ['gpu', 'CPU', 'xpu', 'cuda:one'])
+def test_a_device_that_is_not_one_is_refused_naming_the_choices(device):
+    with pytest.raises(ValueError, match=r"is not a device: use 'auto' .*'cpu', 'cuda', 'cuda:1' .*or 'mps'"):
+        hardware.resolve_device(device)
+    with pytest.raises(ValueError, match="is not a device"):
+        train.setup_processes(train.parse_config([f'--device={device}']))  # before any data or model
+
+
+def test_sample_py_names_a_bad_device_not_the_checkpoint(tmp_path):
+    out = tmp_path / 'o'
+    run_train(out, '--max_iters=1', '--eval_interval=1')
+    p = subprocess.run([sys.executable, os.path.join(ROOT, 'sample.py'), f'--out_dir={out}', '--device=gpu'],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 1 and "device='gpu' is not a device" in p.stderr, p.stderr
+    assert 'checkpoint' not in p.stderr and 'Traceback' not in p.stderr
 
 
 def test_sample_py_refuses_a_noncausal_model_and_decodes_without_the_dataset(tmp_path):
