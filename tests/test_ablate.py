@@ -360,7 +360,8 @@ def test_ablate_gpt2_profile_runs_every_124M_config_in_its_own_sweep(tmp_path):
     assert [c.split()[1] for c, _ in calls] == [f'configs/{v}_124M.py' for v in variants]
     for i, ((args, folders), v) in enumerate(zip(calls, variants)):
         assert args.split()[2:] == ['--seed=3', f'--out_dir={tmp_path}/fineweb_gpt2/{v}_124M_s3', '--max_iters=2']
-        assert folders.split() == sorted(f'{w}_124M_s3' for w in variants[:i + 1])  # none for runs still queued
+        # no folder for the runs still queued; the sweep's settings file from the start
+        assert sorted(folders.split()) == sorted([f'{w}_124M_s3' for w in variants[:i + 1]] + ['sweep_settings'])
 
 
 def test_ablate_sink_profile_runs_the_bigram_backcopy_configs_in_their_own_sweep(tmp_path):
