@@ -196,10 +196,11 @@ mkdir -p "$ROOT"
 # report.py averages a cell's runs as seeds of one setting, and would skip a finished run made with others.
 FREE_KEYS="out_dir init_from eval_only device dtype compile compile_mode cuda_graph wandb_log wandb_project
            wandb_run_name wandb_mode log_interval always_save_checkpoint"
+FREE=" $(echo $FREE_KEYS) "  # on one line
 declare -A SETTING=()
 for a in "${SCHEDULE[@]}" "$@"; do
   k=${a%%=*}; k=${k#--}
-  [[ " $(echo $FREE_KEYS) " == *" $k "* ]] || SETTING[$k]=$a
+  [[ "$FREE" == *" $k "* ]] || SETTING[$k]=$a
 done
 settings=$(for k in "${!SETTING[@]}"; do echo "${SETTING[$k]}"; done | LC_ALL=C sort)
 if [ -f "$ROOT/sweep_settings" ]; then
