@@ -195,7 +195,7 @@ mkdir -p "$ROOT"
 # keeps equal to this list). Kept in $ROOT/sweep_settings; a launch with other settings is refused, since
 # report.py averages a cell's runs as seeds of one setting, and would skip a finished run made with others.
 FREE_KEYS="out_dir init_from eval_only device dtype compile compile_mode cuda_graph wandb_log wandb_project
-           wandb_run_name wandb_mode log_interval always_save_checkpoint"
+           wandb_run_name wandb_mode log_interval always_save_checkpoint ckpt_interval"
 FREE=" $(echo $FREE_KEYS) "  # on one line
 declare -A SETTING=()
 for a in "${SCHEDULE[@]}" "$@"; do

@@ -50,6 +50,8 @@ DEFAULTS = dict(
     out_dir='out', eval_interval=250, log_interval=10, eval_iters=200, eval_only=False,
     always_save_checkpoint=True,  # False: write ckpt.pt at an eval only when val loss improved (nanoGPT);
                                   # best.pt (the best val loss's weights) is written at every improvement either way
+    ckpt_interval=0,  # > 0: also write ckpt.pt every ckpt_interval steps between evals, so that a hard kill (the
+                      # OOM killer, a lost node) loses at most that many steps; 0: at evals and stops only
     init_from='scratch',          # 'scratch' | 'resume' (from out_dir/ckpt.pt)
     seed=1337,
     # wandb
@@ -169,7 +171,7 @@ def parse_config(argv):
 # the lowest value of each numeric training key (the model keys are checked by GPTConfig)
 RANGES = [(('batch_size', 'eval_interval', 'log_interval', 'eval_iters', 'gradient_accumulation_steps',
             'orthoadam_max_dim'), 1),
-          (('max_iters', 'warmup_iters', 'lr_decay_iters', 'learning_rate', 'min_lr', 'weight_decay', 'grad_clip',
+          (('ckpt_interval', 'max_iters', 'warmup_iters', 'lr_decay_iters', 'learning_rate', 'min_lr', 'weight_decay', 'grad_clip',
             'beta1', 'beta2'), 0)]
 
 
@@ -724,7 +726,7 @@ class TrainState:
 # keys that say where and how a run is computed, logged or saved, not what it computes: a resume may change them
 FREE_ON_RESUME = ('out_dir', 'init_from', 'eval_only', 'device', 'dtype', 'compile', 'compile_mode', 'cuda_graph',
                   'wandb_log', 'wandb_project', 'wandb_run_name', 'wandb_mode', 'log_interval',
-                  'always_save_checkpoint')
+                  'always_save_checkpoint', 'ckpt_interval')
 
 
 def check_resume_config(cfg, saved, explicit, path):
@@ -856,6 +858,11 @@ def train(cfg, env, state, log, clock, data, stop):
             log_step(cfg, env, state, log, clock, loss_sum, lr)
         if stop.poll():
             return save_at_stop(cfg, env, state, log)
+        due = eval_due(cfg, state) and cfg['always_save_checkpoint']  # then the eval now writes ckpt.pt itself
+        if cfg['ckpt_interval'] and state.iter_num % cfg['ckpt_interval'] == 0 and not due:
+            with clock.paused():
+                check_finite(cfg, env, state, weights=True)
+                master_first(env, lambda: save_checkpoint(cfg, state, log))
 
 
 def set_lr(optimizer, lr):

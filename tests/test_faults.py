@@ -16,7 +16,7 @@ sys.path.insert(0, ROOT)
 import dataset  # noqa: E402
 import train  # noqa: E402
 from model import load_checkpoint  # noqa: E402
-from test_train import TINY, read_log, run_train  # noqa: E402
+from test_train import TIMING, TINY, read_log, run_train  # noqa: E402
 
 TORCHRUN = [sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2']
 ENV1 = dict(os.environ, OMP_NUM_THREADS='1')
@@ -185,6 +185,53 @@ def test_an_out_dir_that_cannot_be_made_or_written_is_a_clear_error(tmp_path, mo
     monkeypatch.setattr(train.os, 'access', lambda path, mode: False)  # a read-only folder (tests run as root)
     with pytest.raises(train.RunError, match='is not writable'):
         train.main([*TINY, f'--out_dir={tmp_path / "ro"}', '--max_iters=2'])
+
+
+KILL_AT_8 = '''
+step = train.train_step
+def step_or_die(cfg, env, state, data):
+    if state.iter_num == 8:  # a hard kill (the OOM killer, a lost node): no handler runs, nothing is saved
+        os.kill(os.getpid(), 9)
+    return step(cfg, env, state, data)
+train.train_step = step_or_die
+'''
+
+
+@pytest.mark.parametrize('interval,saved_at', [(3, 6), (0, None)])
+def test_a_hard_kill_loses_at_most_ckpt_interval_steps_and_the_resume_is_exact(tmp_path, interval, saved_at):
+    """SIGKILL at iteration 8 of 10, the only eval at 0: with ckpt_interval=3 ckpt.pt holds iteration 6 and the
+    resume logs what an uninterrupted run logs (the log's lines past 6 are dropped and redone); with 0 (the
+    default) nothing was saved."""
+    run = ['--max_iters=10', '--lr_decay_iters=10', '--eval_interval=100', f'--ckpt_interval={interval}']
+    straight, killed = tmp_path / 'straight', tmp_path / 'killed'
+    run_train(straight, *run)
+    p = subprocess.run([sys.executable, stub(tmp_path, KILL_AT_8), *TINY, f'--out_dir={killed}', *run],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert p.returncode == -signal.SIGKILL, p.stdout + p.stderr
+    assert max(r['iter'] for r in read_log(killed)) == 8  # logged past the checkpoint
+    if saved_at is None:
+        assert not (killed / 'ckpt.pt').exists()
+        return
+    assert load_checkpoint(str(killed / 'ckpt.pt'))[1]['iter_num'] == saved_at
+    run_train(killed, *run, '--init_from=resume')
+    a, b = read_log(straight), read_log(killed)
+    assert [(r['iter'], r['kind']) for r in a] == [(r['iter'], r['kind']) for r in b]
+    for ra, rb in zip(a, b):
+        assert {k: v for k, v in ra.items() if k not in TIMING} == {k: v for k, v in rb.items() if k not in TIMING}
+
+
+def test_ckpt_interval_under_torchrun_saves_on_every_rank_s_schedule(tmp_path):
+    """The save is collective (the weights' finiteness check), so every rank must reach it at the same steps: a
+    hard kill of both ranks at iteration 8 leaves ckpt.pt at 6, and the run resumes from it."""
+    out = tmp_path / 'o'
+    run = ['--max_iters=10', '--lr_decay_iters=10', '--eval_interval=100', '--ckpt_interval=3',
+           '--gradient_accumulation_steps=2']
+    p = subprocess.run([*TORCHRUN, stub(tmp_path, KILL_AT_8), *TINY, f'--out_dir={out}', *run],
+                       cwd=ROOT, capture_output=True, text=True, env=ENV1, timeout=300)
+    assert p.returncode != 0
+    assert load_checkpoint(str(out / 'ckpt.pt'))[1]['iter_num'] == 6, p.stdout + p.stderr
+    run_train(out, *run, '--init_from=resume')  # one process with the same micro-batches
+    assert load_checkpoint(str(out / 'ckpt.pt'))[1]['iter_num'] == 10
 
 
 # --- 5. two runs in one out_dir
