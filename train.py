@@ -171,8 +171,8 @@ def parse_config(argv):
 # the lowest value of each numeric training key (the model keys are checked by GPTConfig)
 RANGES = [(('batch_size', 'eval_interval', 'log_interval', 'eval_iters', 'gradient_accumulation_steps',
             'orthoadam_max_dim'), 1),
-          (('ckpt_interval', 'max_iters', 'warmup_iters', 'lr_decay_iters', 'learning_rate', 'min_lr', 'weight_decay', 'grad_clip',
-            'beta1', 'beta2'), 0)]
+          (('ckpt_interval', 'max_iters', 'warmup_iters', 'lr_decay_iters', 'learning_rate', 'min_lr',
+            'weight_decay', 'grad_clip', 'beta1', 'beta2'), 0)]
 
 
 def check_ranges(cfg):
@@ -839,9 +839,10 @@ def check_causality(cfg, env, state):
 
 
 def train(cfg, env, state, log, clock, data, stop):
-    """The loop: evaluate where due, one optimizer step, log every log_interval steps. Returns True when stopped by
-    Ctrl-C or SIGTERM (after saving ckpt.pt), False at max_iters or after eval_only's eval. A stop lands at the end
-    of the step or evaluation batch in progress (stop.poll(): every rank at the same point)."""
+    """The loop: evaluate where due, one optimizer step, log every log_interval steps, ckpt.pt every ckpt_interval
+    steps. Returns True when stopped by Ctrl-C or SIGTERM (after saving ckpt.pt), False at max_iters or after
+    eval_only's eval. A stop lands at the end of the step or evaluation batch in progress (stop.poll(): every rank
+    at the same point)."""
     while True:
         lr = get_lr(state.iter_num, cfg)
         set_lr(state.optimizer, lr)
