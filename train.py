@@ -715,6 +715,7 @@ class TrainState:
     tokenizer: dict              # how the tokens decode (the dataset's meta.json), kept in every checkpoint
     iter_num: int = 0
     start_iter: int = 0          # where this process started: a stop before any step has nothing new to save
+    ckpt_iter: int = -1          # the iteration an eval of this process wrote ckpt.pt at (ckpt_due skips it)
     best_val_loss: float = float('inf')
     last_eval: dict = field(default_factory=dict)  # the last eval's losses: an eval iteration is evaluated once
     wandb_id: typing.Optional[str] = None
@@ -839,7 +840,7 @@ def check_causality(cfg, env, state):
 
 
 def train(cfg, env, state, log, clock, data, stop):
-    """The loop: evaluate where due, one optimizer step, log every log_interval steps, ckpt.pt every ckpt_interval
+    """The loop: evaluate where due, ckpt.pt every ckpt_interval steps, one optimizer step, log every log_interval
     steps. Returns True when stopped by Ctrl-C or SIGTERM (after saving ckpt.pt), False at max_iters or after
     eval_only's eval. A stop lands at the end of the step or evaluation batch in progress (stop.poll(): every rank
     at the same point)."""
@@ -852,6 +853,10 @@ def train(cfg, env, state, log, clock, data, stop):
                     return save_at_stop(cfg, env, state, log)
         if state.iter_num == cfg['max_iters'] or cfg['eval_only']:
             return False
+        if ckpt_due(cfg, state):  # after the eval, so that ckpt.pt records it
+            with clock.paused():
+                check_finite(cfg, env, state, weights=True)
+                master_first(env, lambda: save_checkpoint(cfg, state, log))
         loss_sum = train_step(cfg, env, state, data[0])
         clock.step()
         log.step()
@@ -859,11 +864,6 @@ def train(cfg, env, state, log, clock, data, stop):
             log_step(cfg, env, state, log, clock, loss_sum, lr)
         if stop.poll():
             return save_at_stop(cfg, env, state, log)
-        due = eval_due(cfg, state) and cfg['always_save_checkpoint']  # then the eval now writes ckpt.pt itself
-        if cfg['ckpt_interval'] and state.iter_num % cfg['ckpt_interval'] == 0 and not due:
-            with clock.paused():
-                check_finite(cfg, env, state, weights=True)
-                master_first(env, lambda: save_checkpoint(cfg, state, log))
 
 
 def set_lr(optimizer, lr):
@@ -890,6 +890,13 @@ def save_at_stop(cfg, env, state, log):
         f"nothing new to save ({kept} is as it was). Continue with --init_from=resume" if os.path.exists(kept) else
         "no step had finished, so nothing was saved: start the run again"))
     return True
+
+
+def ckpt_due(cfg, state):
+    """ckpt_interval's save: at every multiple of it that this process trained to, unless this iteration's eval
+    wrote ckpt.pt already (state.ckpt_iter, set alike on every rank: the save is collective)."""
+    it, every = state.iter_num, cfg['ckpt_interval']
+    return every > 0 and it % every == 0 and it > state.start_iter and state.ckpt_iter != it
 
 
 def eval_due(cfg, state):
@@ -946,9 +953,13 @@ def evaluate(cfg, env, state, log, lr, data, stop):
     improved = losses['val'] < state.best_val_loss
     state.best_val_loss = min(state.best_val_loss, losses['val'])
 
+    saves = state.iter_num > 0 and (improved or cfg['always_save_checkpoint'])
+    if saves:
+        state.ckpt_iter = state.iter_num
+
     def save():  # rank 0 writes; an error there (a full disk) reaches every rank
         log.write(dict(state.last_eval, kind='eval'))
-        if state.iter_num > 0 and (improved or cfg['always_save_checkpoint']):
+        if saves:
             save_checkpoint(cfg, state, log)
         if state.iter_num > 0 and improved:
             save_checkpoint(cfg, state, log, 'best.pt')

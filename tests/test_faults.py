@@ -197,12 +197,17 @@ train.train_step = step_or_die
 '''
 
 
-@pytest.mark.parametrize('interval,saved_at', [(3, 6), (0, None)])
-def test_a_hard_kill_loses_at_most_ckpt_interval_steps_and_the_resume_is_exact(tmp_path, interval, saved_at):
-    """SIGKILL at iteration 8 of 10, the only eval at 0: with ckpt_interval=3 ckpt.pt holds iteration 6 and the
-    resume logs what an uninterrupted run logs (the log's lines past 6 are dropped and redone); with 0 (the
-    default) nothing was saved."""
-    run = ['--max_iters=10', '--lr_decay_iters=10', '--eval_interval=100', f'--ckpt_interval={interval}']
+# an eval at 4 and 8 that does not improve (lr 0) writes no ckpt.pt with always_save_checkpoint=False: ckpt_interval's
+# save must then come after the eval, or the resume would evaluate (and log) iteration 8 twice
+NO_EVAL_SAVE = ['--eval_interval=4', '--always_save_checkpoint=False', '--learning_rate=0', '--decay_lr=False']
+
+
+@pytest.mark.parametrize('interval,extra,saved_at', [(3, [], 6), (2, NO_EVAL_SAVE, 8), (0, [], None)])
+def test_a_hard_kill_loses_at_most_ckpt_interval_steps_and_the_resume_is_exact(tmp_path, interval, extra, saved_at):
+    """SIGKILL at iteration 8 of 10: with ckpt_interval=3 (evals at 0 and 10) ckpt.pt holds iteration 6, and the
+    resume logs what an uninterrupted run logs, each line once (the log's lines past the checkpoint are dropped and
+    redone); with 0 (the default) nothing was saved."""
+    run = ['--max_iters=10', '--lr_decay_iters=10', '--eval_interval=100', f'--ckpt_interval={interval}', *extra]
     straight, killed = tmp_path / 'straight', tmp_path / 'killed'
     run_train(straight, *run)
     p = subprocess.run([sys.executable, stub(tmp_path, KILL_AT_8), *TINY, f'--out_dir={killed}', *run],
