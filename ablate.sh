@@ -197,6 +197,13 @@ mkdir -p "$ROOT"
 FREE_KEYS="out_dir init_from eval_only device dtype compile compile_mode cuda_graph wandb_log wandb_project
            wandb_run_name wandb_mode log_interval always_save_checkpoint ckpt_interval"
 FREE=" $(echo $FREE_KEYS) "  # on one line
+for a in "$@"; do  # what the sweep sets per run
+  case "$a" in
+    --seed=*|--out_dir=*|--init_from=*)
+      echo "ablate.sh: ${a%%=*} is the sweep's to set (each run's seed comes from SEEDS, its folder and resume from" \
+           "the sweep): drop it from the extra arguments" >&2; exit 2 ;;
+  esac
+done
 declare -A SETTING=()
 for a in "${SCHEDULE[@]}" "$@"; do
   k=${a%%=*}; k=${k#--}
@@ -216,6 +223,8 @@ fi
 # present while a Ctrl-C or SIGTERM stops the sweep (or this Slurm task): the runs that end then were stopped
 STOPPING=$ROOT/.stopping${TASK:+.$TASK}
 rm -f "$STOPPING"
+BUSY=$ROOT/.busy.$$  # the runs another process was training (its lock on the run folder): left to it
+rm -f "$BUSY"
 
 # the sweep's runs, "config folder seed", seed by seed: a sweep stopped half-way leaves whole tables for its first
 # seeds. A pair with no config file (e.g. diff_gated_3L) is left out.
@@ -283,6 +292,11 @@ slots=()  # the job running in each slot
 
 run_one() {  # cfg dir seed [extra args]: one run, its exit status in a FAILED file if it fails
   local cfg=$1 dir=$2 seed=$3 resume=() t0 rc; shift 3
+  # a run in progress (another launch of this sweep, a Slurm task still running): train.py would refuse it
+  if [ -f "$dir/.lock" ] && command -v flock >/dev/null && ! flock -n "$dir/.lock" true 2>/dev/null; then
+    echo "busy   $dir: another process is training it ($(cat "$dir/.lock" 2>/dev/null)); left to it"
+    echo "$dir" >> "$BUSY"; return 0
+  fi
   mkdir -p "$dir"; rm -f "$dir/FAILED"
   [ -f "$dir/ckpt.pt" ] && resume=(--init_from=resume)
   echo "run    $dir ${resume[*]}"
@@ -296,6 +310,9 @@ run_one() {  # cfg dir seed [extra args]: one run, its exit status in a FAILED f
   if [ $rc -ne 0 ] && { [ $rc -eq 130 ] || [ -f "$STOPPING" ]; }; then
     echo "stopped $dir: $(grep -ho 'stopped at iteration [0-9]*' "$dir/train.log" | tail -n 1)"
     return 130
+  fi
+  if [ $rc -eq 75 ]; then  # train.py: out_dir locked by another run (where flock above is missing, or a race)
+    echo "busy   $dir: another process is training it; left to it"; echo "$dir" >> "$BUSY"; return 0
   fi
   if [ $rc -ne 0 ]; then
     echo "$rc" > "$dir/FAILED"
@@ -331,7 +348,7 @@ analyze_one() {  # dir: $ANALYZER (analyze.py; needle_eval.py for retrieval) on 
 # background); the sweep stops, and a re-launch resumes them
 trap 'trap "" INT TERM; touch "$STOPPING"
       echo "ablate.sh: stopping: $(jobs -rp | wc -l) run(s) in progress save a checkpoint at the end of their step"
-      for p in $(jobs -p); do pkill -TERM -P "$p"; done; wait; rm -f "$STOPPING"
+      for p in $(jobs -p); do pkill -TERM -P "$p"; done; wait; rm -f "$STOPPING" "$BUSY"
       echo "ablate.sh: interrupted; re-launch the same command to continue"; exit 130' INT TERM
 skipped=0; launched=(); analyzed=()  # runs started, and finished runs analyzed now
 start=$(date +%s)
@@ -365,9 +382,10 @@ for dir in "${launched[@]}" "${analyzed[@]}"; do
   [ -f "$dir/FAILED" ] || continue
   [ -f "$dir/summary.json" ] && failed_an=$((failed_an + 1)) || failed=$((failed + 1))
 done
-done_=$(( ${#launched[@]} - failed ))
+busy=0; [ -f "$BUSY" ] && busy=$(wc -l < "$BUSY"); rm -f "$BUSY"
+done_=$(( ${#launched[@]} - failed - busy ))
 [ "$ANALYZE" = 1 ] && skipped="$skipped skipped (${#analyzed[@]} of them analyzed now)" || skipped="$skipped skipped"
-echo "sweep $ROOT: $done_ run, $skipped, $failed failed, $(( $(date +%s) - start ))s"
+echo "sweep $ROOT: $done_ run, $skipped, $failed failed, $busy busy elsewhere, $(( $(date +%s) - start ))s"
 report_rc=0
 [ -z "$TASK" ] && { "$PYTHON" report.py "$ROOT"; report_rc=$?; }  # a Slurm task: the report job renders it
 if [ $failed -gt 0 ]; then

@@ -1,9 +1,10 @@
 """
 What the scripts write: files, atomically (a temporary file, then a rename, so a crash never leaves half a file),
-and plots, where matplotlib is installed. No torch here: report.py and bench.py import it too.
+and plots, where matplotlib is installed; and how they read log.jsonl back. No torch here: report.py and bench.py import it too.
 """
 import json
 import os
+import sys
 
 
 def atomic_write(path, write):
@@ -20,6 +21,26 @@ def atomic_write(path, write):
         if os.path.lexists(tmp):
             os.remove(tmp)
         raise
+
+
+def read_log_lines(path):
+    """log.jsonl as (line, record) pairs. A torn last line (no newline: a crash or a full disk mid-write) is dropped
+    with a warning; any other line that is not JSON is an error naming the file and the line."""
+    with open(path, 'rb') as f:
+        lines = f.readlines()
+    out = []
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            out.append((line, json.loads(line)))
+        except json.JSONDecodeError as e:
+            if n == len(lines) and not line.endswith(b'\n'):
+                print(f"warning: {path}: dropped its torn last line {n} ({line[:40]!r}...), as a crash leaves it",
+                      file=sys.stderr)
+                continue
+            raise ValueError(f"{path}, line {n}, is not JSON ({e.msg}): mend or delete that line") from None
+    return out
 
 
 def write_text(path, text):

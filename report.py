@@ -30,8 +30,9 @@ import math
 import os
 import re
 import statistics
+import sys
 
-from output import pyplot, save_figure, write_text
+from output import pyplot, read_log_lines, save_figure, write_text
 
 _SEED = ['nanogpt', 'diff', 'sym', 'diff_sym', 'norm_sym']  # the seed's columns, in its order
 _EXTRA = ['sym_noself', 'gated', 'gated_headwise', 'softmax1', 'diff_gated', 'orthoadam',
@@ -119,11 +120,10 @@ LAMBDA_RE = re.compile(r'^lambda/L(\d+)/full$')
 # ----------------------------------------------------------------------------- loading
 
 def read_log(path):
-    """log.jsonl's records, [] without one."""
+    """log.jsonl's records, [] without one; a torn last line (a run killed mid-write) is dropped."""
     if not os.path.exists(path):
         return []
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
+    return [record for _, record in read_log_lines(path)]
 
 
 def load_runs(root):
@@ -531,12 +531,19 @@ def lambda_comparison(runs):
 
 
 def run_file(s, name):
-    """A JSON file a tool wrote in the run folder (analysis.json, needle_eval.json), or None."""
+    """A JSON file a tool wrote in the run folder (analysis.json, needle_eval.json), or None: also when it is of
+    another checkpoint than the run's last (analyze.py --ckpt=best.pt, or a run trained further since), which a
+    table of final runs must not mix in."""
     path = os.path.join(s['_dir'], name)
     if not os.path.exists(path):
         return None
     with open(path) as f:
-        return json.load(f)
+        out = json.load(f)
+    if out.get('iter', s['iter']) != s['iter']:
+        print(f"warning: {path} is of iteration {out['iter']}, not the run's last ({s['iter']}): left out; run "
+              f"its tool again on the run's ckpt.pt", file=sys.stderr)
+        return None
+    return out
 
 
 def diagnostics_table(summaries):

@@ -36,7 +36,7 @@ import torch.distributed as dist
 from dataset import batch_rng, ensure_data, get_batch, load_meta, load_split
 from hardware import autocast_context, peak_flops, peak_memory_mb, pick_dtype, resolve_device
 from model import GPT, GPTConfig, check_causal, load_checkpoint, CHECKPOINT_FORMAT
-from output import atomic_write, write_json
+from output import atomic_write, read_log_lines, write_json
 
 try:
     import fcntl  # the run folder's lock (POSIX); without it (Windows) runs are not locked
@@ -82,6 +82,10 @@ MODEL_KEYS = [f.name for f in fields(GPTConfig)]
 class RunError(Exception):
     """A problem with the run's setting (its folder, device, checkpoint or wandb) that the message explains:
     train.py prints it without a traceback."""
+
+
+class RunBusy(RunError):
+    """out_dir is locked by a run in progress: exit status 75 (EX_TEMPFAIL), so that ablate.sh leaves it alone."""
 
 
 CHOICES = dict(init_from=('scratch', 'resume'), wandb_mode=(None, 'online', 'offline', 'disabled'),
@@ -275,13 +279,18 @@ def lambda_metrics(rows):
 
 
 def refuse_to_overwrite(ckpt_path, best_path):
-    """A run from scratch must not replace another run's checkpoints."""
+    """A run from scratch must not replace another run's checkpoints, nor a finished run's summary.json (a folder of
+    results/ keeps that and log.jsonl without the checkpoints)."""
     if os.path.exists(ckpt_path):
         raise FileExistsError(f"{ckpt_path} exists: continue it with --init_from=resume, or pick another "
                               f"--out_dir (or delete that folder) to start from scratch")
     if os.path.exists(best_path):
         raise FileExistsError(f"{best_path} exists (the best weights of an earlier run, without its ckpt.pt): "
                               f"pick another --out_dir, or move that file away to start from scratch")
+    summary = os.path.join(os.path.dirname(ckpt_path), 'summary.json')
+    if os.path.exists(summary):
+        raise FileExistsError(f"{summary} exists (a finished run's record, without its checkpoints): pick another "
+                              f"--out_dir, or move that folder's files away to start from scratch")
 
 
 def mean_over_ranks(loss_sum, ddp, world):
@@ -373,7 +382,8 @@ class RunDir:
     """Rank 0's hold on out_dir: made if missing, checked writable, and locked for the run's life (flock on
     out_dir/.lock), so that a second run into the same folder is refused, naming the holder, instead of the two
     overwriting each other's files. The kernel drops the lock when the process dies: a crash leaves no stale lock.
-    close() removes the lock, and the folder itself when this run made it and left nothing in it."""
+    Once locked, the part-files of a write killed half-way are removed. close() removes the lock, and the folder
+    itself when this run made it and left nothing in it."""
 
     def __init__(self, out_dir):
         self.path, self.lock = out_dir, None
@@ -386,6 +396,9 @@ class RunDir:
             raise RunError(f"out_dir {out_dir} is not writable (permission denied): pick another --out_dir")
         if fcntl is not None:
             self.take_lock()
+            for name in ('ckpt.pt', 'best.pt', 'log.jsonl', 'summary.json'):  # a write killed half-way (SIGKILL)
+                if os.path.isfile(os.path.join(out_dir, name + '.tmp')):     # left its part-file: ours alone now
+                    os.remove(os.path.join(out_dir, name + '.tmp'))
 
     def take_lock(self):
         path = os.path.join(self.path, '.lock')
@@ -397,8 +410,8 @@ class RunDir:
                 f.seek(0)
                 holder = f.read().strip() or 'another process'
                 f.close()
-                raise RunError(f"out_dir {self.path} is in use by another run ({holder}): wait for it to end, or "
-                               f"pick another --out_dir") from None
+                raise RunBusy(f"out_dir {self.path} is in use by another run ({holder}): wait for it to end, or "
+                              f"pick another --out_dir") from None
             try:  # the file locked must still be the one at path: a run ending meanwhile unlinks its lock file
                 if os.fstat(f.fileno()).st_ino == os.stat(path).st_ino:
                     break
@@ -424,25 +437,6 @@ class RunDir:
                 os.rmdir(self.path)
 
 
-def read_log_lines(path):
-    """log.jsonl as (line, record) pairs. A torn last line (no newline: a crash or a full disk mid-write) is dropped
-    with a warning; any other line that is not JSON is an error naming the file and the line."""
-    with open(path, 'rb') as f:
-        lines = f.readlines()
-    out = []
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            out.append((line, json.loads(line)))
-        except json.JSONDecodeError as e:
-            if n == len(lines) and not line.endswith(b'\n'):
-                print(f"warning: {path}: dropped its torn last line {n} ({line[:40]!r}...), as a crash leaves it")
-                continue
-            raise RunError(f"{path}, line {n}, is not JSON ({e.msg}): mend or delete that line to resume") from None
-    return out
-
-
 def start_wandb(cfg, wandb_id):
     """wandb.init with wandb's conventions: wandb_mode=None leaves the mode to wandb (WANDB_MODE, else online)."""
     try:
@@ -460,16 +454,17 @@ def start_wandb(cfg, wandb_id):
 
 
 class RunLog:
-    """Rank 0's outputs: log.jsonl (every log and eval line; on resume, lines past the checkpoint are dropped),
-    the console (through the tqdm bar when there is one) and wandb. On other ranks it writes nothing, and with
-    eval_only it leaves log.jsonl alone."""
+    """Rank 0's outputs: log.jsonl (every log and eval line; on resume, lines past the checkpoint are dropped, and a
+    finished run's summary.json, which a resume extends, is renamed summary_at_<iter>.json), the console (through
+    the tqdm bar when there is one) and wandb. On other ranks it writes nothing, and with eval_only it leaves the
+    run's files and wandb alone."""
 
     def __init__(self, cfg, iter_num, wandb_id, active):
         self.file = self.wandb = self.bar = None
         self.active = active
         if not active:
             return
-        if cfg['wandb_log']:
+        if cfg['wandb_log'] and not cfg['eval_only']:  # a look at a checkpoint leaves its run's wandb as it was
             self.wandb = start_wandb(cfg, wandb_id)
         if not cfg['eval_only']:
             path = run_path(cfg, 'log.jsonl')
@@ -479,6 +474,10 @@ class RunLog:
                                 if rec.get('iter', 0) <= iter_num)  # a whole last line may lack its newline
             atomic_write(path, lambda f: f.write(kept))
             self.file = open(path, 'a')
+            summary = run_path(cfg, 'summary.json')
+            if cfg['init_from'] == 'resume' and os.path.exists(summary):  # a finished run trained further (a larger
+                # max_iters): kept, but no longer the run's summary, so that a stop now leaves an unfinished run
+                os.replace(summary, run_path(cfg, f'summary_at_{iter_num}.json'))
         if sys.stderr.isatty() and not cfg['eval_only']:
             from tqdm import tqdm
             self.bar = tqdm(total=cfg['max_iters'], initial=iter_num, dynamic_ncols=True, desc='train')
@@ -1229,9 +1228,12 @@ def main(argv):
 
 def cli(argv):
     """The command line: main(), with the errors a user can act on printed as one line, no traceback (TRAIN_DEBUG=1
-    shows it). Returns the exit status: 0 finished, 1 an error, 130 stopped."""
+    shows it). Returns the exit status: 0 finished, 1 an error, 75 out_dir in use by another run, 130 stopped."""
     try:
         return main(argv)
+    except RunBusy as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 75
     except (ValueError, OSError, FloatingPointError, RunError) as e:  # FileNotFoundError, FileExistsError: OSErrors
         if os.environ.get('TRAIN_DEBUG'):
             raise

@@ -64,6 +64,45 @@ def test_ablate_sweep_skip_resume_and_report(tmp_path):
     assert 'this command: --max_iters=4' in out and 'run    ' not in out
 
 
+def test_ablate_refuses_the_extra_arguments_it_sets_per_run(tmp_path):
+    """An extra --seed=5 used to override SEEDS in every run: three identical runs that report.py averaged as
+    three seeds, std 0."""
+    for arg in ('--seed=5', '--out_dir=x', '--init_from=resume'):
+        out = sweep(tmp_path, arg, rc=2, VARIANTS='nanogpt', DEPTHS='3L')
+        assert f"{arg.split('=')[0]} is the sweep's to set" in out and 'run    ' not in out, out
+
+
+@pytest.mark.parametrize('flock', ['real', 'missing'])  # missing: train.py's refusal (exit 75) is what tells
+def test_ablate_leaves_a_run_that_another_process_trains_alone(tmp_path, flock):
+    """A second launch of a sweep (or a Slurm resubmit) while a run trains: that run is left to its process, with
+    no FAILED file and nothing appended to its train.log, and the sweep does the rest."""
+    root = tmp_path / 't'
+    busy = root / 'nanogpt_3L_s1337'
+    busy.mkdir(parents=True)
+    env = {}
+    if flock == 'missing':
+        bin_dir = tmp_path / 'bin'
+        bin_dir.mkdir()
+        (bin_dir / 'flock').write_text('#!/bin/sh\nexit 0\n')  # "not locked": the launch goes ahead
+        (bin_dir / 'flock').chmod(0o755)
+        env['PATH'] = f"{bin_dir}:{os.environ['PATH']}"
+    holder = subprocess.Popen([sys.executable, '-c', "import fcntl, sys, time\nf = open(sys.argv[1], 'a+')\n"
+                               "fcntl.flock(f, fcntl.LOCK_EX)\nf.write('pid 1 on elsewhere')\nf.flush()\n"
+                               "print('locked', flush=True)\ntime.sleep(600)", str(busy / '.lock')],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == 'locked'
+        out = sweep(tmp_path, VARIANTS='nanogpt diff_sym', DEPTHS='3L', **env)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert f'busy   {busy}' in out and '1 run, 0 skipped, 0 failed, 1 busy elsewhere' in out, out
+    assert not (busy / 'FAILED').exists() and not (busy / 'ckpt.pt').exists()
+    assert (root / 'diff_sym_3L_s1337' / 'summary.json').exists()
+    if flock == 'real':
+        assert not (busy / 'train.log').exists()
+
+
 def test_ablate_exits_nonzero_when_runs_failed_after_writing_the_report(tmp_path):
     out = sweep(tmp_path, '--dropout=high', rc=1, VARIANTS='nanogpt diff_sym', DEPTHS='3L')  # a bad override
     root = tmp_path / 't'

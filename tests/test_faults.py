@@ -3,6 +3,7 @@ folder, a torn log. Each test fails without its fix (issue 31); the README's "Wh
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -249,7 +250,7 @@ def test_a_second_run_into_a_busy_out_dir_is_refused_naming_the_holder(tmp_path)
     try:
         wait_for_training(out)
         p = run_train(out, '--max_iters=2', '--seed=2', check=False)
-        assert p.returncode == 1 and f'in use by another run (pid {first.pid}' in p.stderr, p.stderr
+        assert p.returncode == 75 and f'in use by another run (pid {first.pid}' in p.stderr, p.stderr
     finally:
         first.send_signal(signal.SIGTERM)
         first.communicate(timeout=120)
@@ -267,7 +268,7 @@ def test_a_torn_last_log_line_is_dropped_and_other_corruption_named(tmp_path):
     with open(out / 'log.jsonl', 'a') as f:
         f.write('{"iter": 5, "kind": "tr')
     p = run_train(out, '--max_iters=6', '--eval_interval=2', '--init_from=resume')
-    assert 'torn last line' in p.stdout
+    assert 'torn last line' in p.stderr
     log = read_log(out)
     assert [r['iter'] for r in log][:len(good.splitlines())] == [json.loads(l)['iter'] for l in good.splitlines()]
     assert log[-1]['iter'] == 6
@@ -322,3 +323,40 @@ def test_a_dataset_folder_without_meta_json_is_refused_not_taken_for_gpt2(tmp_pa
     dataset.ensure_data(str(d))  # whole now
     with pytest.raises(ValueError, match="its meta.json has no vocab_size"):
         train.setup_data(train.parse_config([f'--dataset={d}', '--block_size=8']))
+
+
+def test_what_a_run_folder_holds_is_kept(tmp_path, monkeypatch):
+    """A scratch run into a folder of results/ (summary.json and log.jsonl, no checkpoints) used to empty its log
+    and replace its summary; eval_only with wandb_log rewrote the run's wandb summary; a write killed half-way
+    left its .tmp file for good."""
+    out = tmp_path / 'o'
+    run_train(out, '--max_iters=2', '--eval_interval=2')
+    record = tmp_path / 'record'
+    record.mkdir()
+    for name in ('summary.json', 'log.jsonl'):
+        shutil.copy(out / name, record / name)
+    p = run_train(record, '--max_iters=2', check=False)
+    assert p.returncode == 1 and "summary.json exists (a finished run's record" in p.stderr, p.stderr
+    assert (record / 'log.jsonl').read_bytes() == (out / 'log.jsonl').read_bytes()
+    monkeypatch.setattr(train, 'start_wandb', lambda *a: pytest.fail('eval_only started wandb'))
+    assert train.main([*TINY, f'--out_dir={out}', '--init_from=resume', '--eval_only=True', '--wandb_log=True']) == 0
+    (out / 'ckpt.pt.tmp').write_bytes(b'half a checkpoint')
+    (out / 'notes.tmp').write_text('a file of the user')
+    run_train(out, '--max_iters=3', '--eval_interval=2', '--lr_decay_iters=3', '--init_from=resume')
+    assert not (out / 'ckpt.pt.tmp').exists() and (out / 'notes.tmp').exists()
+
+
+def test_training_a_finished_run_further_keeps_its_summary_aside_until_it_ends(tmp_path):
+    """--max_iters above a finished run's end: its summary.json becomes summary_at_<iter>.json, so that a kill
+    during the extension leaves a run that ablate.sh resumes and report.py lists as unfinished, not the old end."""
+    out = tmp_path / 'o'
+    run = ['--max_iters=4', '--lr_decay_iters=10', '--eval_interval=100']
+    run_train(out, *run)
+    before = json.load(open(out / 'summary.json'))
+    p = subprocess.run([sys.executable, stub(tmp_path, KILL_AT_8), *TINY, f'--out_dir={out}', *run,
+                        '--max_iters=10', '--ckpt_interval=2', '--init_from=resume'],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert p.returncode == -signal.SIGKILL, p.stdout + p.stderr
+    assert not (out / 'summary.json').exists() and json.load(open(out / 'summary_at_4.json')) == before
+    run_train(out, *run, '--max_iters=10', '--init_from=resume')
+    assert json.load(open(out / 'summary.json'))['iter'] == 10 and (out / 'summary_at_4.json').exists()

@@ -228,6 +228,23 @@ def test_diagnostics_summary_and_sink_comparisons(tmp_path):
     assert rows['kurtosis'][5] == '+0.0000 ± 0.0000' and rows['kurtosis'][9] == 'within noise'
 
 
+def test_an_analysis_of_another_checkpoint_is_left_out_and_a_torn_log_line_dropped(tmp_path, capsys):
+    """analysis.json of best.pt (or of a run trained further since) is not the final run's: left out, with a word;
+    a log.jsonl whose last line a kill tore renders without it."""
+    for s in (1, 2):
+        make_run(tmp_path, f'nanogpt_3L_s{s}', 1.5)
+        write_analysis(tmp_path, f'nanogpt_3L_s{s}', 0.3, 3.0, 0.02)
+    path = os.path.join(tmp_path, 'nanogpt_3L_s2', 'analysis.json')
+    a = json.load(open(path))
+    json.dump(dict(a, iter=CONFIG['max_iters'] - 100), open(path, 'w'))  # not the run's last iteration
+    with open(os.path.join(tmp_path, 'nanogpt_3L_s1', 'log.jsonl'), 'a') as f:
+        f.write('{"iter": 10')  # torn
+    diag = section(report.render(str(tmp_path)), 'Diagnostics')
+    assert '| nanogpt_3L_s1 |' in diag and '| nanogpt_3L_s2 |' not in diag
+    err = capsys.readouterr().err
+    assert 'nanogpt_3L_s2/analysis.json is of iteration' in err and 'torn last line' in err
+
+
 def test_diagnostics_table_gives_the_uniform_reference_where_the_file_has_it(tmp_path):
     """analyze.py writes first_token_uniform since session 6; the per-run table shows it beside the measure, and an
     older analysis.json without it still renders."""
