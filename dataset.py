@@ -11,6 +11,11 @@ import sys
 import numpy as np
 import torch
 
+try:
+    import fcntl  # one prepare.py at a time (POSIX)
+except ImportError:
+    fcntl = None
+
 
 def data_dir(dataset):
     return os.path.join(os.path.dirname(os.path.abspath(__file__)), 'data', dataset)
@@ -28,7 +33,8 @@ def load_meta(dataset):
 def ensure_data(dataset):
     """Run data/<dataset>/prepare.py when train.bin, val.bin or meta.json is missing: each prepare.py writes
     meta.json last, so a run that starts while it works waits for the whole dataset rather than taking a default
-    vocab_size. A folder without prepare.py must hold all three (meta.json says how its tokens decode)."""
+    vocab_size; and under a lock on the folder, so that runs starting at once run it once. A folder without
+    prepare.py must hold all three (meta.json says how its tokens decode)."""
     d = data_dir(dataset)
     prep = os.path.join(d, 'prepare.py')
     missing = [f for f in ('train.bin', 'val.bin', 'meta.json') if not os.path.exists(os.path.join(d, f))]
@@ -39,9 +45,14 @@ def ensure_data(dataset):
             f"dataset '{dataset}': {d} has no {' or '.join(missing)}, and no prepare.py to make it. A dataset folder "
             f"holds uint16 train.bin and val.bin, and a meta.json with the vocabulary size and how the tokens "
             f"decode, e.g. {{\"vocab_size\": 50304, \"tokenizer\": \"gpt2\"}} for GPT-2 tokens (README, dataset)")
-    print(f"dataset '{dataset}' is not prepared yet: running {prep}")
-    if subprocess.run([sys.executable, prep]).returncode != 0:
-        raise FileNotFoundError(f"{prep} failed (see its message above); run it by hand, e.g. with --input FILE")
+    with open(os.path.join(d, '.prepare.lock'), 'a') as lock:  # runs that start at once (ablate.sh JOBS=8): one
+        if fcntl is not None:                                    # prepares, the others wait and find it done
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        if all(os.path.exists(os.path.join(d, f)) for f in missing):
+            return
+        print(f"dataset '{dataset}' is not prepared yet: running {prep}")
+        if subprocess.run([sys.executable, prep]).returncode != 0:
+            raise FileNotFoundError(f"{prep} failed (see its message above); run it by hand, e.g. with --input FILE")
 
 
 def load_prepare(dataset):

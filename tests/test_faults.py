@@ -360,3 +360,19 @@ def test_training_a_finished_run_further_keeps_its_summary_aside_until_it_ends(t
     assert not (out / 'summary.json').exists() and json.load(open(out / 'summary_at_4.json')) == before
     run_train(out, *run, '--max_iters=10', '--init_from=resume')
     assert json.load(open(out / 'summary.json'))['iter'] == 10 and (out / 'summary_at_4.json').exists()
+
+
+def test_runs_that_start_at_once_prepare_their_dataset_once(tmp_path):
+    """ablate.sh JOBS=4 on a dataset not yet prepared: every run used to start its own prepare.py, writing the same
+    files at once; now one prepares under a lock on the folder and the others find it done."""
+    d = tmp_path / 'toy'
+    d.mkdir()
+    (d / 'prepare.py').write_text("import json, os, time\nimport numpy as np\nh = os.path.dirname(__file__)\n"
+                                  "open(os.path.join(h, 'calls'), 'a').write('x')\ntime.sleep(1)\n"
+                                  "np.zeros(100, np.uint16).tofile(os.path.join(h, 'train.bin'))\n"
+                                  "np.zeros(100, np.uint16).tofile(os.path.join(h, 'val.bin'))\n"
+                                  "json.dump({'vocab_size': 7}, open(os.path.join(h, 'meta.json'), 'w'))\n")
+    code = f"import sys; sys.path.insert(0, {ROOT!r}); import dataset; dataset.ensure_data({str(d)!r})"
+    procs = [subprocess.Popen([sys.executable, '-c', code], stdout=subprocess.DEVNULL) for _ in range(3)]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0, 0]
+    assert (d / 'calls').read_text() == 'x' and dataset.load_meta(str(d))['vocab_size'] == 7
