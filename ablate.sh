@@ -297,6 +297,8 @@ run_one() {  # cfg dir seed [extra args]: one run, its exit status in a FAILED f
     echo "busy   $dir: another process is training it ($(cat "$dir/.lock" 2>/dev/null)); left to it"
     echo "$dir" >> "$BUSY"; return 0
   fi
+  # a stop that came before this run's python (the trap's pkill found no child to signal): do not start it
+  [ -f "$STOPPING" ] && { echo "stopped $dir: not started"; return 130; }
   mkdir -p "$dir"; rm -f "$dir/FAILED"
   [ -f "$dir/ckpt.pt" ] && resume=(--init_from=resume)
   echo "run    $dir ${resume[*]}"
