@@ -1,6 +1,7 @@
 """
 What the scripts write: files, atomically (a temporary file, then a rename, so a crash never leaves half a file),
-and plots, where matplotlib is installed; and how they read log.jsonl back. No torch here: report.py and bench.py import it too.
+and plots, where matplotlib is installed; and how they read log.jsonl back. No torch here: report.py and bench.py
+import it too.
 """
 import json
 import os
