@@ -326,6 +326,12 @@ run_one() {  # cfg dir seed [extra args]: one run, its exit status in a FAILED f
   return 0
 }
 
+analysis_current() {  # dir: its $ANALYSIS exists and is of the run's last checkpoint (not of best.pt, say)
+  [ -f "$1/$ANALYSIS" ] && "$PYTHON" -c 'import json, sys
+a, s = (json.load(open(p)) for p in sys.argv[1:])
+sys.exit(a.get("iter", s["iter"]) != s["iter"])' "$1/$ANALYSIS" "$1/summary.json" 2>/dev/null
+}
+
 analyze_one() {  # dir: $ANALYZER (analyze.py; needle_eval.py for retrieval) on the run's ckpt.pt, into analyze.log
   local dir=$1 rc
   rm -f "$dir/FAILED"
@@ -358,7 +364,7 @@ for run in "${RUNS[@]}"; do
   read -r cfg dir seed <<< "$run"
   if [ -f "$dir/summary.json" ]; then
     echo "skip   $dir (finished)"; skipped=$((skipped + 1))
-    [ "$ANALYZE" = 1 ] && [ ! -f "$dir/$ANALYSIS" ] || continue
+    [ "$ANALYZE" = 1 ] && ! analysis_current "$dir" || continue
     # e.g. a committed run copied back without its checkpoint
     [ -f "$dir/ckpt.pt" ] || { echo "         no ckpt.pt, so no analysis"; continue; }
     job=(analyze_one "$dir"); analyzed+=("$dir")

@@ -142,14 +142,17 @@ def test_ablate_analyze_runs_analyze_py_on_new_and_earlier_finished_runs(tmp_pat
         assert (root / n / 'summary.json').read_text() == before[n]
     diag = (root / 'results.md').read_text().split('## Diagnostics')[1]
     assert all(f'| {n} | ' in diag for n in names) and 'Softmax-1' in diag  # per run, and the paired comparison
-    # a re-launch analyses only what lacks analysis.json: a run trained now, and a finished run's lost file
-    os.remove(root / 'nanogpt_3L_s2' / 'analysis.json')
+    # a re-launch analyses only what lacks a current analysis.json: a run trained now, and a finished run whose
+    # file is of another checkpoint (analyze.py --ckpt=best.pt, say)
+    a = json.load(open(root / 'nanogpt_3L_s2' / 'analysis.json'))
+    json.dump(dict(a, iter=1), open(root / 'nanogpt_3L_s2' / 'analysis.json', 'w'))
     os.remove(root / 'softmax1_3L_s1' / 'summary.json')
     os.remove(root / 'softmax1_3L_s1' / 'analysis.json')
     out = sweep(tmp_path, ANALYZE='1', **kw)
     assert sum(l.startswith('analyzed ') for l in out.splitlines()) == 2
     assert 'done   ' in out and '1 run, 3 skipped (1 of them analyzed now)' in out
     assert json.load(open(root / 'softmax1_3L_s1' / 'analysis.json'))['iter'] == 2  # the resumed run's end
+    assert json.load(open(root / 'nanogpt_3L_s2' / 'analysis.json'))['iter'] == 2
     # a finished run without its checkpoint (a committed run copied back) is left as it is
     os.remove(root / 'nanogpt_3L_s1' / 'analysis.json')
     os.remove(root / 'nanogpt_3L_s1' / 'ckpt.pt')
