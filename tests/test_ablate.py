@@ -103,6 +103,24 @@ def test_ablate_leaves_a_run_that_another_process_trains_alone(tmp_path, flock):
         assert not (busy / 'train.log').exists()
 
 
+def test_ablate_does_not_start_a_run_after_a_stop_that_came_before_its_python(tmp_path):
+    """The stop's pkill reaches only the runs whose python has started; one still in its launch must not start
+    after it. A `flock` stand-in (ablate.sh asks it whether a run's lock file is held) sends the stop at that
+    moment, waits for it to be under way, and answers "not held"."""
+    run = tmp_path / 't' / 'nanogpt_3L_s1337'
+    run.mkdir(parents=True)
+    (run / '.lock').write_text('')  # as a killed run leaves it
+    bin_dir = tmp_path / 'bin'
+    bin_dir.mkdir()
+    (bin_dir / 'flock').write_text('#!/bin/bash\ntrap "" TERM\nkill -TERM $(ps -o ppid= -p $PPID)\n'
+                                   'stop="$(dirname "$(dirname "$2")")/.stopping"\n'
+                                   'for i in $(seq 100); do [ -f "$stop" ] && exit 0; sleep 0.1; done\nexit 0\n')
+    (bin_dir / 'flock').chmod(0o755)
+    out = sweep(tmp_path, rc=130, VARIANTS='nanogpt', DEPTHS='3L', PATH=f"{bin_dir}:{os.environ['PATH']}")
+    assert f'stopped {run}: not started' in out, out
+    assert not (run / 'train.log').exists() and not (run / 'ckpt.pt').exists()
+
+
 def test_ablate_exits_nonzero_when_runs_failed_after_writing_the_report(tmp_path):
     out = sweep(tmp_path, '--dropout=high', rc=1, VARIANTS='nanogpt diff_sym', DEPTHS='3L')  # a bad override
     root = tmp_path / 't'
