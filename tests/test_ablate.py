@@ -453,6 +453,7 @@ def test_ablate_retrieval_profile_runs_the_distractor_configs_and_scores_them_wi
     skips runs whose needle_eval.json exists."""
     wrapper = tmp_path / 'python'
     wrapper.write_text("#!/bin/sh\n"
+                       "[ \"$1\" = -c ] && exit 0\n"  # ablate.sh asking whether an analysis is current: yes
                        f"echo \"$*\" >> {tmp_path}/calls.log\n"
                        "case \"$1\" in\n"
                        "  train.py) for a in \"$@\"; do case \"$a\" in --out_dir=*) d=${a#--out_dir=} ;; esac; done\n"
