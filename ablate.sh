@@ -210,15 +210,19 @@ for a in "${SCHEDULE[@]}" "$@"; do
   [[ "$FREE" == *" $k "* ]] || SETTING[$k]=$a
 done
 settings=$(for k in "${!SETTING[@]}"; do echo "${SETTING[$k]}"; done | LC_ALL=C sort)
-if [ -f "$ROOT/sweep_settings" ]; then
-  if [ "$settings" != "$(cat "$ROOT/sweep_settings")" ]; then
-    echo "ablate.sh: $ROOT holds runs made with other settings than this command's:" >&2
-    diff <(cat "$ROOT/sweep_settings") <(echo "$settings") | sed -n 's/^</  the sweep:   /p; s/^>/  this command:/p' >&2
-    echo "  Name a new sweep (SWEEP=<name>), or re-launch with the sweep's settings." >&2
-    exit 2
-  fi
-else  # a new sweep, or one made before this file: its settings are this command's from now on
-  echo "$settings" > "$ROOT/sweep_settings.tmp" && mv "$ROOT/sweep_settings.tmp" "$ROOT/sweep_settings"
+if [ ! -f "$ROOT/sweep_settings" ]; then  # a new sweep, or one made before this file: this command's settings
+  # ln creates the file whole and only where it is absent, so of two launches at once the first wins and the
+  # second is compared with it below (a check-then-write let both pass with different settings)
+  echo "$settings" > "$ROOT/.sweep_settings.$$"
+  ln "$ROOT/.sweep_settings.$$" "$ROOT/sweep_settings" 2>/dev/null ||
+    [ -f "$ROOT/sweep_settings" ] || mv "$ROOT/.sweep_settings.$$" "$ROOT/sweep_settings"  # no hard links here
+  rm -f "$ROOT/.sweep_settings.$$"
+fi
+if [ "$settings" != "$(cat "$ROOT/sweep_settings")" ]; then
+  echo "ablate.sh: $ROOT holds runs made with other settings than this command's:" >&2
+  diff <(cat "$ROOT/sweep_settings") <(echo "$settings") | sed -n 's/^</  the sweep:   /p; s/^>/  this command:/p' >&2
+  echo "  Name a new sweep (SWEEP=<name>), or re-launch with the sweep's settings." >&2
+  exit 2
 fi
 # present while a Ctrl-C or SIGTERM stops the sweep (or this Slurm task): the runs that end then were stopped
 STOPPING=$ROOT/.stopping${TASK:+.$TASK}

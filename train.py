@@ -609,7 +609,19 @@ def setup_processes(cfg):
         # all-reduce: 30 minutes, not NCCL's default 10, leaves room for a large model on a slow shared disk
         dist.init_process_group(backend='nccl' if device.startswith('cuda') else 'gloo',
                                 timeout=datetime.timedelta(minutes=30))
+        if device_type == 'cpu' and cfg['dtype'] == 'auto':
+            env.dtype = rank0_dtype(env.dtype)
+            env.autocast = autocast_context(env.dtype, device_type)
     return env
+
+
+def rank0_dtype(dtype):
+    """Rank 0's dtype, on every rank. dtype='auto' on a CPU is a timing (hardware.cpu_has_fast_bf16), and two
+    ranks that timed differently must still train in one precision."""
+    choices = ('float32', 'bfloat16', 'float16')
+    index = torch.tensor([choices.index(dtype)])
+    dist.broadcast(index, 0)
+    return choices[index.item()]
 
 
 def check_cuda_graph(cfg, env):

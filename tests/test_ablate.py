@@ -1,6 +1,8 @@
 """ablate.sh end to end on a tiny profile, and report.py on hand-written summaries."""
+import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -521,6 +523,40 @@ def test_a_sweep_keeps_its_settings_and_refuses_a_launch_that_would_mix_them(tmp
     assert p.returncode == 2 and after == calls
     assert 'the sweep:    --dropout=0.1' in p.stderr and 'this command: --dropout=0.2' in p.stderr
     assert 'SWEEP=' in p.stderr
+
+
+def test_launches_at_once_with_other_settings_into_one_new_sweep_leave_one_setting(tmp_path):
+    """Six launches started together into a sweep that does not exist yet, each with its own dropout: one writes
+    the sweep's settings, whole, and the other five are refused against them, before any of their runs (the old
+    check-then-write let several through, each then training under its own settings in one sweep)."""
+    wrapper, log = tmp_path / 'python', tmp_path / 'calls.log'
+    wrapper.write_text(f"#!/bin/sh\ncase \"$*\" in *train.py*) echo \"$*\" >> {log} ;; esac\nexit 0\n")
+    wrapper.chmod(0o755)
+    # a gate just before the check: ablate.sh sorts the settings it is about to check, and this sort waits on a
+    # fifo until all six have come to it, so that they reach the check together, not one by one
+    gate, bin_dir = tmp_path / 'gate', tmp_path / 'bin'
+    os.mkfifo(gate)
+    bin_dir.mkdir()
+    (bin_dir / 'sort').write_text(f"#!/bin/sh\ntouch {tmp_path}/arrived.$$\ncat {gate} >/dev/null\n"
+                                  f"exec {shutil.which('sort')} \"$@\"\n")
+    (bin_dir / 'sort').chmod(0o755)
+    env = dict(os.environ, RUNS_DIR=str(tmp_path), PYTHON=str(wrapper), PROFILE='demo', VARIANTS='nanogpt',
+               SWEEP='s', PATH=f"{bin_dir}:{os.environ['PATH']}")
+    procs = [subprocess.Popen(['bash', os.path.join(ROOT, 'ablate.sh'), f'--dropout=0.{i}'], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(1, 7)]
+    deadline = time.time() + 60
+    while len(list(tmp_path.glob('arrived.*'))) < 6 and time.time() < deadline:
+        time.sleep(0.05)
+    # opening the fifo lets every waiting reader through at once, and closing it ends their reads (non-blocking:
+    # where none waits, a failed launch, the open fails instead of hanging and the asserts below say why)
+    with contextlib.suppress(OSError):
+        os.close(os.open(gate, os.O_WRONLY | os.O_NONBLOCK))
+    rcs = [p.wait(timeout=120) for p in procs]
+    assert sorted(rcs) == [0, 2, 2, 2, 2, 2], [p.stderr.read() for p in procs]
+    winner = rcs.index(0) + 1
+    assert (tmp_path / 's' / 'sweep_settings').read_text().split().count(f'--dropout=0.{winner}') == 1
+    assert [c for c in log.read_text().splitlines() if '--dropout=' in c and f'--dropout=0.{winner}' not in c] == []
+    assert not list((tmp_path / 's').glob('.sweep_settings*'))  # no temporary file left
 
 
 def test_ablate_sweep_settings_leave_out_the_keys_train_py_lets_a_resume_change():

@@ -434,6 +434,44 @@ def test_dtype_auto_on_cuda_takes_bf16_only_where_the_gpu_has_it(monkeypatch, ma
     assert hardware.pick_dtype('float32', 'cuda') == 'float32'
 
 
+@pytest.mark.parametrize('flags,speedup,expected', [
+    (['avx512_bf16'], 1.5, 'bfloat16'),   # a Zen 4 EPYC: bf16 trains 1.5x faster
+    (['avx512_bf16'], 0.6, 'float32'),    # a Xeon VM whose AMX is hidden: the flag is there, bf16 is slower
+    ([], None, 'float32'),                # AVX2 only: no timing at all
+])
+def test_dtype_auto_on_cpu_takes_bf16_only_where_it_measures_faster(monkeypatch, flags, speedup, expected):
+    timed = []
+    monkeypatch.setattr(hardware, 'cpu_info', lambda: dict(bf16=flags))
+    monkeypatch.setattr(hardware, 'bf16_matmul_speedup', lambda: timed.append(1) or speedup)
+    hardware.cpu_has_fast_bf16.cache_clear()
+    try:
+        assert hardware.pick_dtype('auto', 'cpu') == expected
+        assert hardware.pick_dtype('auto', 'cpu') == expected and len(timed) == (1 if flags else 0)  # timed once
+        assert hardware.pick_dtype('bfloat16', 'cpu') == 'bfloat16'  # an explicit dtype is never second-guessed
+    finally:
+        hardware.cpu_has_fast_bf16.cache_clear()
+
+
+def test_bf16_matmul_speedup_is_a_ratio_of_two_timings():
+    r = hardware.bf16_matmul_speedup(m=64, k=32, n=64, reps=2)
+    assert 0 < r < float('inf')
+
+
+def _rank_dtype(rank, init, out):
+    import torch.distributed as dist
+    dist.init_process_group('gloo', init_method=init, rank=rank, world_size=2)
+    try:  # the two ranks timed differently: rank 1 would train in bf16, rank 0 in fp32
+        with open(os.path.join(out, f'rank{rank}'), 'w') as f:
+            f.write(train.rank0_dtype(['float32', 'bfloat16'][rank]))
+    finally:
+        dist.destroy_process_group()
+
+
+def test_ddp_ranks_train_in_rank0s_dtype(tmp_path):
+    torch.multiprocessing.spawn(_rank_dtype, args=(f'file://{tmp_path}/rendezvous', str(tmp_path)), nprocs=2)
+    assert [(tmp_path / f'rank{r}').read_text() for r in (0, 1)] == ['float32', 'float32']
+
+
 # --- the GPU step (issue #28), what the CPU can check: the CUDA-graph path itself is in tests/test_cuda.py
 
 def test_cuda_graph_refuses_what_a_replay_cannot_do(tmp_path):
