@@ -112,13 +112,15 @@ def main():
         print('RESULT ' + json.dumps(run_one(json.loads(args.one))), flush=True)
         return
     import torch
-    from hardware import cpu_info
+    from hardware import cpu_info, pick_dtype
     device = args.device
     if device == 'auto':
         device = 'cuda' if torch.cuda.is_available() else 'cpu'
     cpu = cpu_info()
+    auto = pick_dtype('auto', 'cpu')  # what train.py's dtype=auto takes on this CPU: bf16 only where it is faster
     print(f"processor: {cpu['name'] or 'unknown'} (family {cpu['family']}, model {cpu['model']}), "
-          f"{cpu['threads']} threads, bf16 units: {' '.join(cpu['bf16']) or 'none (bf16 is emulated)'}; "
+          f"{cpu['threads']} threads, bf16 units: {' '.join(cpu['bf16']) or 'none (bf16 is emulated)'}, "
+          f"dtype=auto takes {auto} here; "
           f"torch {torch.__version__}" + (f"; {torch.cuda.get_device_name(device)}" if device.startswith('cuda') else ''))
     results = []
     for T, dtype, dropout, comp, v in itertools.product(args.seq, args.dtype, args.dropout, args.compile,
@@ -141,7 +143,7 @@ def main():
               f"{r['peak_mem_mb']:8.1f} MB", file=sys.stderr, flush=True)
     print(markdown(results))
     if args.json:
-        write_json(args.json, dict(processor=cpu, torch=torch.__version__, results=results))
+        write_json(args.json, dict(processor=cpu, cpu_dtype_auto=auto, torch=torch.__version__, results=results))
 
 
 def markdown(results):
