@@ -107,6 +107,8 @@ class GPTConfig:
                 "(subln), which only attn='diff' has")
         if self.leak != 'none' and self.mask_self:
             bad(f"leak={self.leak!r} with mask_self=True: the leak reproduces a plain causal mask's bug")
+        if not self.rope_theta > 0:  # the base of the rotation frequencies theta^(-2i/d): a power of a positive number
+            bad(f"rope_theta={self.rope_theta} must be positive (RoPE's base; 10000 in RoFormer and LLaMA)")
         if self.pos != 'rope' and self.rope_theta != 10000.0:
             bad(f"rope_theta={self.rope_theta} with pos={self.pos!r}: rope_theta only applies to pos='rope'")
         if self.pos == 'rope' and self.head_dim % 2:

@@ -64,6 +64,10 @@ def pyplot():
 
 
 def save_figure(fig, path):
-    """Save a pyplot() figure and close it; no 'Software' tag, so the PNG does not change with matplotlib's version."""
-    fig.savefig(path, dpi=110, bbox_inches='tight', metadata={'Software': None})
-    pyplot().close(fig)
+    """Save a pyplot() figure, atomically (a full disk leaves the previous plot whole), and close it; no 'Software'
+    tag, so the PNG does not change with matplotlib's version."""
+    try:
+        atomic_write(path, lambda f: fig.savefig(f, format=os.path.splitext(path)[1][1:] or 'png', dpi=110,
+                                                 bbox_inches='tight', metadata={'Software': None}))
+    finally:
+        pyplot().close(fig)

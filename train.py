@@ -189,6 +189,9 @@ def check_ranges(cfg):
     for k in ('beta1', 'beta2'):
         if cfg[k] >= 1:
             raise ValueError(f"config: {k}={cfg[k]!r} must be below 1")
+    if cfg['eval_only'] and cfg['init_from'] != 'resume':
+        raise ValueError("config: eval_only=True evaluates a run's checkpoint: add --init_from=resume (with that run's "
+                         "--out_dir); from scratch it would score untrained weights")
     # model.py builds a leak in a causal model (for the causality check's tests to catch); a run may not
     if cfg['leak'] != 'none' and cfg['causal']:
         raise ValueError(f"config: leak={cfg['leak']!r} reproduces a causal-mask bug, so the model sees later tokens: "
@@ -454,13 +457,14 @@ def start_wandb(cfg, wandb_id):
 
 
 class RunLog:
-    """Rank 0's outputs: log.jsonl (every log and eval line; on resume, lines past the checkpoint are dropped, and a
-    finished run's summary.json, which a resume extends, is renamed summary_at_<iter>.json), the console (through
-    the tqdm bar when there is one) and wandb. On other ranks it writes nothing, and with eval_only it leaves the
-    run's files and wandb alone."""
+    """Rank 0's outputs: log.jsonl (every log and eval line; on resume, lines past the checkpoint are dropped; a
+    scratch run keeps an earlier log it finds, from a run whose ckpt.pt is gone, as log_until_<iter>.jsonl), the
+    console (through the tqdm bar when there is one) and wandb. A finished run's summary.json, which a resume
+    extends, is renamed summary_at_<iter>.json once ckpt.pt moves past it (retire_summary). On other ranks it
+    writes nothing, and with eval_only it leaves the run's files and wandb alone."""
 
     def __init__(self, cfg, iter_num, wandb_id, active):
-        self.file = self.wandb = self.bar = None
+        self.file = self.wandb = self.bar = self.old_summary = None
         self.active = active
         if not active:
             return
@@ -472,15 +476,37 @@ class RunLog:
             if cfg['init_from'] == 'resume' and os.path.exists(path):
                 kept = b''.join(line.rstrip(b'\n') + b'\n' for line, rec in read_log_lines(path)
                                 if rec.get('iter', 0) <= iter_num)  # a whole last line may lack its newline
+            elif os.path.exists(path):
+                self.keep_earlier_log(cfg, path)
             atomic_write(path, lambda f: f.write(kept))
             self.file = open(path, 'a')
             summary = run_path(cfg, 'summary.json')
             if cfg['init_from'] == 'resume' and os.path.exists(summary):  # a finished run trained further (a larger
-                # max_iters): kept, but no longer the run's summary, so that a stop now leaves an unfinished run
-                os.replace(summary, run_path(cfg, f'summary_at_{iter_num}.json'))
+                self.old_summary = (summary, run_path(cfg, f'summary_at_{iter_num}.json'))  # max_iters)
         if sys.stderr.isatty() and not cfg['eval_only']:
             from tqdm import tqdm
             self.bar = tqdm(total=cfg['max_iters'], initial=iter_num, dynamic_ncols=True, desc='train')
+
+    def keep_earlier_log(self, cfg, path):
+        """A scratch run in a folder whose log.jsonl is of an earlier run without its ckpt.pt (killed before its
+        first checkpoint, or a committed log copied back): that log is kept beside, not emptied."""
+        iters = [rec.get('iter', 0) for _, rec in read_log_lines(path)]
+        if not iters:
+            return
+        kept, k = run_path(cfg, f'log_until_{max(iters)}.jsonl'), 1
+        while os.path.exists(kept):
+            kept, k = run_path(cfg, f'log_until_{max(iters)}.{k}.jsonl'), k + 1
+        os.replace(path, kept)
+        self.say(f"{path} held an earlier run's log ({max(iters)} steps) without its ckpt.pt, so it cannot be "
+                 f"resumed: kept as {kept}; this run starts from scratch")
+
+    def retire_summary(self):
+        """Before ckpt.pt moves past a finished run's summary.json (a resume with a larger max_iters): the summary
+        is kept as summary_at_<iter>.json, no longer the run's, so that a stop now leaves an unfinished run; an
+        extension that fails before its first checkpoint leaves the finished run as it was."""
+        if self.old_summary is not None and os.path.exists(self.old_summary[0]):
+            os.replace(*self.old_summary)
+        self.old_summary = None
 
     @property
     def wandb_id(self):
@@ -747,6 +773,10 @@ def check_resume_config(cfg, saved, explicit, path):
     Returns the accepted changes."""
     changed = {k: (saved[k], cfg[k]) for k in DEFAULTS
                if k not in MODEL_KEYS and k not in FREE_ON_RESUME and k in saved and saved[k] != cfg[k]}
+    if 'bos' in changed:  # not even on purpose: the BOS token is an id of the vocabulary the model was built with
+        raise ValueError(f"{path} was trained with bos={saved['bos']!r}, and bos cannot change on resume (its token "
+                         f"is an id the model's embedding has or lacks): resume with --bos={saved['bos']!r}, or start "
+                         f"a new run in another --out_dir")
     refused = [k for k in changed if k not in explicit]
     if refused:
         was = ', '.join(f"{k}={changed[k][0]!r}" for k in refused)
@@ -770,7 +800,7 @@ def load_resumed(cfg, path, explicit, master):
     if master:
         for k, (was, now) in changed.items():
             print(f"resume: {k} changes from {was!r} to {now!r}, as the command line asks")
-    if ckpt['iter_num'] > cfg['max_iters']:
+    if ckpt['iter_num'] > cfg['max_iters'] and not cfg['eval_only']:
         raise ValueError(f"{path} is at iteration {ckpt['iter_num']}, past max_iters={cfg['max_iters']}: "
                          f"set --max_iters to {ckpt['iter_num']} or more to continue it")
     return model, ckpt
@@ -1158,6 +1188,8 @@ def save_checkpoint(cfg, state, log, name='ckpt.pt'):
         if state.clock is not None:
             ckpt['timing'] = state.clock.totals()
     path = run_path(cfg, name)
+    if name == 'ckpt.pt' and log is not None:
+        log.retire_summary()
     try:
         atomic_write(path, lambda f: torch.save(ckpt, f))
     except OSError as e:

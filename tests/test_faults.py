@@ -362,6 +362,38 @@ def test_training_a_finished_run_further_keeps_its_summary_aside_until_it_ends(t
     assert json.load(open(out / 'summary.json'))['iter'] == 10 and (out / 'summary_at_4.json').exists()
 
 
+def test_an_extension_that_fails_before_its_first_checkpoint_leaves_the_finished_run_finished(tmp_path):
+    """A finished run trained further with a learning rate that diverges at once: the error stops it before any
+    checkpoint, so ckpt.pt is still the finished run's, and so must its summary.json be (it was renamed at the
+    start, which left report.py with no finished run and ablate.sh resuming it)."""
+    out = tmp_path / 'o'
+    run_train(out, '--max_iters=3', '--lr_decay_iters=3', '--eval_interval=3')
+    before = (out / 'summary.json').read_bytes()
+    p = run_train(out, '--init_from=resume', '--max_iters=6', '--lr_decay_iters=6', '--eval_interval=100',
+                  '--learning_rate=1e12', '--warmup_iters=0', check=False)
+    assert p.returncode != 0 and 'non-finite' in p.stdout + p.stderr, p.stdout + p.stderr
+    assert (out / 'summary.json').read_bytes() == before and not list(out.glob('summary_at_*'))
+    assert load_checkpoint(str(out / 'ckpt.pt'))[1]['iter_num'] == 3
+
+
+def test_a_scratch_run_keeps_the_log_of_an_earlier_run_without_its_checkpoint(tmp_path):
+    """A folder holding log.jsonl and no ckpt.pt (a run killed before its first checkpoint, or a committed
+    unfinished run copied back to be resumed): a run from scratch there used to empty that log; it is kept
+    beside, named by the last step it logged, and the console says so."""
+    out = tmp_path / 'o'
+    run_train(out, '--max_iters=4', '--eval_interval=2')
+    earlier = (out / 'log.jsonl').read_bytes()
+    for name in ('ckpt.pt', 'best.pt', 'summary.json'):
+        (out / name).unlink()
+    p = run_train(out, '--max_iters=2', '--eval_interval=2')
+    assert (out / 'log_until_4.jsonl').read_bytes() == earlier and 'kept as' in p.stdout, p.stdout
+    assert max(r['iter'] for r in read_log(out)) == 2  # the new run's own log
+    run_train(out, '--max_iters=2', '--eval_interval=2', '--out_dir=' + str(tmp_path / 'other'))
+    (out / 'summary.json').unlink(), (out / 'ckpt.pt').unlink(), (out / 'best.pt').unlink()
+    run_train(out, '--max_iters=2', '--eval_interval=2')  # again: the second earlier log does not replace the first
+    assert (out / 'log_until_4.jsonl').read_bytes() == earlier and (out / 'log_until_2.jsonl').exists()
+
+
 def test_runs_that_start_at_once_prepare_their_dataset_once(tmp_path):
     """ablate.sh JOBS=4 on a dataset not yet prepared: every run used to start its own prepare.py, writing the same
     files at once; now one prepares under a lock on the folder and the others find it done."""

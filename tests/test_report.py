@@ -592,3 +592,22 @@ def test_a_corrupt_summary_is_named_without_a_traceback(tmp_path):
                        text=True, timeout=120)
     assert p.returncode == 1 and 'nanogpt_3L_s1/summary.json is not valid JSON' in p.stderr
     assert 'Traceback' not in p.stderr
+
+
+def test_a_plot_that_cannot_be_written_leaves_the_previous_one_whole(tmp_path):
+    """report.py, analyze.py and needle_eval.py save their PNGs through save_figure: on a full disk it wrote into the
+    file itself, leaving a truncated plot where a good one was. Now the previous file stays as it was."""
+    from output import pyplot, save_figure
+    plt, path = pyplot(), str(tmp_path / 'val_loss.png')
+    fig = plt.figure()
+    plt.plot([1, 2, 3])
+    save_figure(fig, path)
+    good = open(path, 'rb').read()
+    assert good.startswith(b'\x89PNG')
+    os.symlink('/dev/full', path + '.tmp')  # every write of the plot fails with ENOSPC
+    fig = plt.figure()
+    plt.plot([3, 2, 1])
+    with pytest.raises(OSError):
+        save_figure(fig, path)
+    assert open(path, 'rb').read() == good and not os.path.lexists(path + '.tmp')
+    assert not plt.get_fignums()  # the figure was closed all the same

@@ -724,6 +724,23 @@ def test_resume_refuses_changed_training_settings_unless_given_explicitly(tmp_pa
     s = json.load(open(out / 'summary.json'))
     assert s['iter'] == 6 and s['config']['lr_decay_iters'] == 60
 
+def test_resume_refuses_a_changed_bos_and_eval_only_needs_a_checkpoint(tmp_path):
+    """bos adds a token id the model was or was not built with: changing it on resume ended in an IndexError deep
+    in the embedding, even given on purpose. eval_only from scratch scored untrained weights as if a run's; on
+    a checkpoint it evaluates whatever the schedule given, even one that ends before the checkpoint."""
+    out = tmp_path / 'o'
+    run_train(out, '--max_iters=4', '--eval_interval=2')
+    p = run_train(out, '--max_iters=6', '--eval_interval=2', '--init_from=resume', '--bos=True', check=False)
+    assert p.returncode == 1 and 'bos cannot change on resume' in p.stderr and '--bos=False' in p.stderr, p.stderr
+    assert load_checkpoint(str(out / 'ckpt.pt'))[1]['iter_num'] == 4
+    p = run_train(tmp_path / 'new', '--eval_only=True', check=False)
+    assert p.returncode == 1 and 'add --init_from=resume' in p.stderr and not (tmp_path / 'new').exists(), p.stderr
+    p = run_train(out, '--max_iters=2', '--init_from=resume', '--eval_only=True')
+    assert 'step 4: train loss' in p.stdout, p.stdout
+    p = run_train(tmp_path / 'r', '--pos=rope', '--rope_theta=-1', check=False)
+    assert p.returncode == 1 and 'rope_theta=-1' in p.stderr and 'must be positive' in p.stderr, p.stderr
+
+
 # --- data
 
 def _copy_prepare(tmp_path, name):
