@@ -127,8 +127,11 @@ def read_log(path):
 
 
 def load_runs(root):
-    """{(variant, depth): {'ok': [summary, ...], 'failed': [seed, ...], 'unfinished': [seed, ...]}}, seeds in
-    numeric order; each summary gets _dir, _name, _variant, _depth, _seed and _log (its log.jsonl records)."""
+    """{(variant, depth): {'ok': [summary, ...], 'failed': [seed, ...], 'unfinished': [seed, ...], 'same_seed':
+    [folder, ...]}}, seeds in numeric order; each summary gets _dir, _name, _variant, _depth, _seed and _log (its
+    log.jsonl records). A finished run's seed is the one it trained with (its config), not its folder's name: a
+    copied or renamed folder would otherwise count as another seed. A second finished run of a cell with a seed
+    already there (a copy: the same batches) goes to 'same_seed', out of the tables."""
     found = []
     for name in os.listdir(root):
         m = RUN_RE.match(name)
@@ -137,7 +140,7 @@ def load_runs(root):
     runs = {}
     for variant, depth, seed, name in sorted(found):  # seed 2 before seed 10
         path = os.path.join(root, name)
-        cell = runs.setdefault((variant, depth), dict(ok=[], failed=[], unfinished=[]))
+        cell = runs.setdefault((variant, depth), dict(ok=[], failed=[], unfinished=[], same_seed=[]))
         summary = os.path.join(path, 'summary.json')
         if os.path.exists(summary):
             with open(summary) as f:
@@ -146,7 +149,11 @@ def load_runs(root):
                 except ValueError as e:  # train.py writes it atomically: a hand edit or a copy cut short
                     raise SystemExit(f"report.py: {summary} is not valid JSON ({e}): restore it (git checkout), "
                                      f"or remove it and re-launch the sweep, which writes it again") from None
-            s.update(_dir=path, _name=name, _variant=variant, _depth=depth, _seed=seed,
+            trained = s.get('config', {}).get('seed', seed)
+            if any(o['_seed'] == trained for o in cell['ok']):
+                cell['same_seed'].append(name)
+                continue
+            s.update(_dir=path, _name=name, _variant=variant, _depth=depth, _seed=trained,
                      _log=read_log(os.path.join(path, 'log.jsonl')))
             cell['ok'].append(s)
         elif os.path.exists(os.path.join(path, 'FAILED')):
@@ -727,6 +734,13 @@ def markdown(runs):
     ok = sorted((s for c in runs.values() for s in c['ok']),
                 key=lambda s: (depth_key(s['_depth']), variant_key(s['_variant']), s['_seed']))
     parts = [title(ok) if ok else '# Results: no finished runs']
+    named = [f"`{s['_name']}` trained with seed {s['_seed']} (its config): counted as seed {s['_seed']}"
+             for s in ok if not s['_name'].endswith(f"_s{s['_seed']}")]
+    named += [f"`{n}`: a second run of its cell with a seed already counted (a copy?): left out"
+              for c in runs.values() for n in c.get('same_seed', [])]
+    if named:
+        parts += ['', '**Warning: folder names.** A run\'s seed is the one in its summary.json, not in its folder\'s '
+                  'name:', ''] + [f'- {m}' for m in named]
     mixed = mixed_settings(ok)
     if mixed:
         parts += ['', '**Warning: mixed settings.** These runs differ in more than their seed, and the tables below '

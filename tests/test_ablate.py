@@ -324,6 +324,23 @@ def test_report_missing_failed_and_several_seeds(tmp_path):
     assert '| 3L | — |' in other and '| 6L | **0.40/0.50** |' in other  # configs/diff_gated_3L.py does not exist
 
 
+def test_report_takes_each_run_s_seed_from_its_config_not_its_folder_name(tmp_path):
+    """A copied folder counted seed 1 twice (n=3 from two runs), and a renamed one turned a paired comparison into an
+    unpaired one; the seed a run trained with is in its summary.json."""
+    for v, seed, val in (('nanogpt', 1, 1.2), ('nanogpt', 2, 1.4), ('diff', 1, 1.1), ('diff', 2, 1.3)):
+        _summary(tmp_path / f'{v}_3L_s{seed}', val - 0.1, val)
+        summary = json.load(open(tmp_path / f'{v}_3L_s{seed}' / 'summary.json'))
+        summary['config']['seed'] = seed
+        json.dump(summary, open(tmp_path / f'{v}_3L_s{seed}' / 'summary.json', 'w'))
+    paired = report.render(str(tmp_path)).split('## Comparisons')[1].split('## Runs')[0]
+    shutil.copytree(tmp_path / 'nanogpt_3L_s1', tmp_path / 'nanogpt_3L_s3')  # a copy: the same run again
+    os.rename(tmp_path / 'diff_3L_s2', tmp_path / 'diff_3L_s5')              # a rename: still seed 2
+    text = report.render(str(tmp_path))
+    assert '(n=3)' not in text and text.split('## Comparisons')[1].split('## Runs')[0] == paired  # paired as before
+    warning = text.split('**Warning: folder names.**')[1].split('##')[0]
+    assert '`diff_3L_s5` trained with seed 2' in warning and '`nanogpt_3L_s3`: a second run of its cell' in warning
+
+
 def test_report_llama_runs_in_the_seed_layout(tmp_path):
     """ARCH=llama names runs llama_<variant>: they fill the seed's columns (in its order), not 'other variants'."""
     _summary(tmp_path / 'llama_sym_6L_s1', 2.0, 2.2)

@@ -2,6 +2,7 @@
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -21,7 +22,9 @@ def make_run(root, name, val, train=None, step=None, lambdas=(), **config):
     """A finished run folder as train.py leaves it (summary.json, log.jsonl): eval lines every 100 iterations
     falling to `val`; 'train' lines every 10, in the last eval interval from step - 0.045 to step + 0.045 (mean
     `step`) and 9.0 before, so a window that reaches too far shows; lambda/L{n}/full on the eval lines."""
-    cfg = dict(CONFIG, **config)
+    seed = re.search(r'_s(\d+)$', name)  # as ablate.sh names a run: its folder's seed is the one it trains with
+    cfg = dict(CONFIG, **(dict(seed=int(seed[1])) if seed else {}))
+    cfg.update(config)
     d = os.path.join(root, name)
     os.makedirs(d)
     step = val + 0.1 if step is None else step
@@ -610,4 +613,4 @@ def test_a_plot_that_cannot_be_written_leaves_the_previous_one_whole(tmp_path):
     with pytest.raises(OSError):
         save_figure(fig, path)
     assert open(path, 'rb').read() == good and not os.path.lexists(path + '.tmp')
-    assert not plt.get_fignums()  # the figure was closed all the same
+    assert fig.number not in plt.get_fignums()  # the figure was closed all the same
