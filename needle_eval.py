@@ -164,6 +164,18 @@ def main():
             raise SystemExit(f"error: data/{dataset}/meta.json is missing: prepare the data {out} was trained on")
         if meta.get('tokenizer') != 'needle':
             raise SystemExit(f"error: {out} was not trained on the needle task (dataset {dataset})")
+        # the records are made from meta.json: data prepared again with other settings would test another task
+        if meta.get('record_len') != model.config.block_size + 1 or ckpt.get('tokenizer', {}).get('itos', meta.get(
+                'itos')) != meta.get('itos'):
+            raise SystemExit(f"error: data/{dataset} is not the data {out} was trained on (records of "
+                             f"{meta.get('record_len')} tokens, the model's are {model.config.block_size + 1}; or "
+                             f"another vocabulary): prepare it again with that run's settings "
+                             f"(python data/{dataset}/prepare.py --help)")
+        bad = [n for n in args.needles or [] if not 1 <= n <= meta['max_needles']]
+        if bad or not all(0 <= d <= 1 for d in args.depths):
+            raise SystemExit(f"error: --needles takes counts from 1 to {meta['max_needles']} (data/{dataset}'s "
+                             f"max_needles) and --depths fractions from 0 to 1; got needles {args.needles}, depths "
+                             f"{args.depths}")
         needles = args.needles or default_needles(meta['max_needles'])
         with autocast_context(dtype, device_type):
             grid = evaluate(model, meta, needles, args.depths, args.n_eval, args.seed, device)

@@ -33,13 +33,18 @@ def tokenizer(ckpt):
         stoi = {ch: i for i, ch in enumerate(itos)}
         return (lambda s: [stoi[c] for c in s]), (lambda ids: ''.join(itos[i] for i in ids)), \
             (lambda s: sorted({c for c in s if c not in stoi}))
+    if kind == 'byte':  # data/fineweb/prepare.py --tokenizer=byte: UTF-8 bytes, 256 ends a document
+        def decode(ids):  # ids past 256 (the vocabulary is padded to 64) are not text: shown as U+FFFD
+            return b''.join(bytes([i]) if i < 256 else b'<|endoftext|>' if i == 256 else '\ufffd'.encode()
+                            for i in ids).decode('utf-8', errors='replace')
+        return (lambda s: list(s.encode('utf-8'))), decode, (lambda s: [])
     if kind == 'gpt2' or (kind is None and vocab >= 50257):
         import tiktoken
         enc = tiktoken.get_encoding('gpt2')
         return (lambda s: enc.encode(s, allowed_special={'<|endoftext|>'})), enc.decode, (lambda s: [])
-    raise SystemExit(f"error: cannot decode this model's {vocab} tokens: the checkpoint names no tokenizer "
-                     f"({kind or 'none'}) and data/{ckpt['config']['dataset']}/meta.json has none that sample.py "
-                     f"knows. Prepare that dataset here, or sample from a checkpoint of a text dataset")
+    raise SystemExit(f"error: cannot decode this model's {vocab} tokens: sample.py knows the tokenizers char, gpt2 "
+                     f"and byte, and this checkpoint's is {kind or 'not named, nor in its dataset'} (dataset "
+                     f"{ckpt['config']['dataset']}). Sample from a checkpoint of a text dataset")
 
 
 def main():
@@ -57,6 +62,9 @@ def main():
                     'trained to read the next token, not predict it, so its text is noise)')
     add_device_args(ap)
     args = ap.parse_args()
+    if not args.temperature > 0 or args.top_k < 0 or args.num_samples < 1 or args.max_new_tokens < 0:
+        ap.error("--temperature must be > 0 (for greedy decoding, --top_k=1), --top_k >= 0, --num_samples >= 1 and "
+                 "--max_new_tokens >= 0")
 
     path = args.ckpt or os.path.join(args.out_dir, 'ckpt.pt')
     if not os.path.isfile(path):
@@ -79,12 +87,18 @@ def main():
 
     start = args.start
     if start.startswith('FILE:'):
-        with open(start[5:], encoding='utf-8') as f:
-            start = f.read()
+        try:
+            with open(start[5:], encoding='utf-8') as f:
+                start = f.read()
+        except (OSError, UnicodeDecodeError) as e:
+            raise SystemExit(f"error: --start={args.start}: cannot read the prompt's file ({e})")
     unknown = unknown_of(start)
     if unknown:
         raise SystemExit(f"error: the prompt has characters the model's vocabulary lacks: {unknown!r}")
     bos = (ckpt.get('tokenizer') or {}).get('bos')  # a bos=True model saw it at position 0 of every window
+    if not start and bos is None:
+        raise SystemExit("error: the prompt is empty, and this model has no BOS token to start from: give at least "
+                         "one character (the default --start is a newline)")
     x = torch.tensor(([bos] if bos is not None else []) + encode(start), dtype=torch.long, device=device)[None, ...]
 
     with torch.no_grad(), autocast_context(dtype, device_type):

@@ -230,7 +230,7 @@ def test_evaluate_with_distractors_reports_the_stale_rate_and_the_three_shares()
         assert 0 < cell['distractor_share'] < 1 and 0 < cell['unrelated_share'] < 1
 
 
-def test_train_and_eval_end_to_end(tmp_path):
+def test_train_and_eval_end_to_end(tmp_path, monkeypatch):
     out = tmp_path / 'o'
     cmd = [sys.executable, os.path.join(ROOT, 'train.py'), os.path.join(ROOT, 'configs', 'needle_diffv2.py'),
            '--max_iters=3', '--eval_interval=3', '--eval_iters=1', '--batch_size=4', '--device=cpu',
@@ -265,6 +265,17 @@ def test_train_and_eval_end_to_end(tmp_path):
     res = json.load(open(out / 'needle_eval.json'))
     assert (res['checkpoint'], res['iter'], res['device'], res['dtype']) == (str(out / 'best.pt'), best_iter, 'cpu',
                                                                              'bfloat16')
+    # a needle count the data cannot hold, and data prepared again for another record length: errors that say so
+    # (a traceback, and a silent evaluation of 17-token records by a model of 33, before), nothing written
+    before = (out / 'needle_eval.json').read_bytes()
+    p = subprocess.run([sys.executable, os.path.join(ROOT, 'needle_eval.py'), '--out_dir', str(out), '--needles',
+                        '99'], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 1 and '--needles takes counts from 1 to' in p.stderr and 'Traceback' not in p.stderr
+    monkeypatch.setattr(needle_eval, 'load_meta', lambda d: dict(meta, record_len=17))
+    monkeypatch.setattr(sys, 'argv', ['needle_eval.py', '--out_dir', str(out)])
+    with pytest.raises(SystemExit, match=r'is not the data .* \(records of 17 tokens'):
+        needle_eval.main()
+    assert (out / 'needle_eval.json').read_bytes() == before
 
 
 def test_attention_figure_labels_whole_layers(monkeypatch):

@@ -666,6 +666,23 @@ def test_sample_py_refuses_a_noncausal_model_and_decodes_without_the_dataset(tmp
     assert p.returncode == 1 and 'cannot decode' in p.stderr and 'Traceback' not in p.stderr, p.stderr
 
 
+def test_sample_py_decodes_byte_tokens_and_refuses_bad_arguments_in_one_line(tmp_path):
+    """data/fineweb/prepare.py --tokenizer=byte is a documented dataset; sample.py said it could not decode it. A
+    missing prompt file, an empty prompt and temperature 0 ended in tracebacks."""
+    import sample
+    encode, decode, _ = sample.tokenizer(dict(tokenizer=dict(tokenizer='byte'), model_args=dict(vocab_size=320),
+                                              config=dict(dataset='/tmp/webdata')))
+    assert encode('héllo') == list('héllo'.encode()) and decode(encode('héllo')) == 'héllo'
+    assert decode([104, 105, 256, 300]) == 'hi<|endoftext|>\ufffd'
+    out = tmp_path / 'o'
+    run_train(out, '--max_iters=1', '--eval_interval=1')
+    for arg, said in (('--start=FILE:/no/such/prompt', 'cannot read the prompt'), ('--start=', 'prompt is empty'),
+                      ('--temperature=0', '--temperature must be > 0')):
+        p = subprocess.run([sys.executable, os.path.join(ROOT, 'sample.py'), f'--out_dir={out}', arg,
+                            '--max_new_tokens=2'], cwd=ROOT, capture_output=True, text=True, timeout=300)
+        assert p.returncode != 0 and said in p.stderr and 'Traceback' not in p.stderr, (arg, p.stderr)
+
+
 def test_sample_py_without_a_run_names_the_runs_there_are(tmp_path):
     run_train(tmp_path / 'out' / 'diff_3L', '--max_iters=2', '--eval_interval=2')
     p = subprocess.run([sys.executable, os.path.join(ROOT, 'sample.py')], cwd=tmp_path, capture_output=True,
