@@ -243,6 +243,8 @@ def main():
     # the size of bf16's rounding ('auto' is bf16 on GPUs and on some CPUs)
     add_device_args(ap, dtype='float32')
     args = ap.parse_args()
+    if args.eval_iters < 1 or args.batch_size < 1:
+        ap.error('--eval_iters and --batch_size must be at least 1')
     path = args.ckpt or os.path.join(args.out_dir, 'ckpt.pt')
     device, device_type, dtype = device_and_dtype(args)
     try:
@@ -251,7 +253,11 @@ def main():
         raise SystemExit(f'error: {e}')
     cfg = ckpt['config']
     meta = load_meta(cfg['dataset'])
-    val = load_split(cfg['dataset'], 'val', meta, (ckpt.get('tokenizer') or {}).get('bos'))  # as it was trained
+    try:
+        val = load_split(cfg['dataset'], 'val', meta, (ckpt.get('tokenizer') or {}).get('bos'))  # as it was trained
+    except FileNotFoundError as e:
+        raise SystemExit(f"error: {path} is measured on the validation split it was trained beside, and that is not "
+                         f"here ({e.filename or e}): prepare dataset {cfg['dataset']!r} on this machine first")
     T = model.config.block_size
     batches = [get_batch(val, batch_rng(args.seed, 3, k), args.batch_size, T, device) for k in range(args.eval_iters)]
     with autocast_context(dtype, device_type):

@@ -112,10 +112,11 @@ def main():
         print('RESULT ' + json.dumps(run_one(json.loads(args.one))), flush=True)
         return
     import torch
-    from hardware import cpu_info, pick_dtype
-    device = args.device
-    if device == 'auto':
-        device = 'cuda' if torch.cuda.is_available() else 'cpu'
+    from hardware import cpu_info, pick_dtype, resolve_device
+    try:
+        device = resolve_device(args.device)[0]  # a device this machine lacks: one line, before any run
+    except ValueError as e:
+        raise SystemExit(f"bench.py: {e}") from None
     cpu = cpu_info()
     auto = pick_dtype('auto', 'cpu')  # what train.py's dtype=auto takes on this CPU: bf16 only where it is faster
     print(f"processor: {cpu['name'] or 'unknown'} (family {cpu['family']}, model {cpu['model']}), "

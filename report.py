@@ -545,7 +545,11 @@ def run_file(s, name):
     if not os.path.exists(path):
         return None
     with open(path) as f:
-        out = json.load(f)
+        try:
+            out = json.load(f)
+        except ValueError as e:
+            raise ValueError(f"{path} is not valid JSON ({e}): run its tool again on the run's checkpoint, or "
+                             f"remove it") from None
     if out.get('iter', s['iter']) != s['iter']:
         print(f"warning: {path} is of iteration {out['iter']}, not the run's last ({s['iter']}): left out; run "
               f"its tool again on the run's ckpt.pt", file=sys.stderr)
@@ -843,9 +847,12 @@ if __name__ == '__main__':
     for sweep_dir in args.sweep:
         if not os.path.isdir(sweep_dir):
             raise SystemExit(f"report.py: {sweep_dir} is not a folder (a sweep is runs/<sweep>/, made by ablate.sh)")
-    if args.across:
-        print(across_table(args.sweep), end='')
-    elif len(args.sweep) > 1:
-        raise SystemExit("report.py: one sweep at a time writes results.md; add --across to compare several")
-    else:
-        print(render(args.sweep[0]), end='')
+    try:
+        if args.across:
+            print(across_table(args.sweep), end='')
+        elif len(args.sweep) > 1:
+            raise SystemExit("report.py: one sweep at a time writes results.md; add --across to compare several")
+        else:
+            print(render(args.sweep[0]), end='')
+    except (ValueError, OSError) as e:  # a corrupt log.jsonl (its message names the file and line), a full disk
+        raise SystemExit(f"report.py: {e}; the folder's earlier results.md and plots are as they were") from None

@@ -341,6 +341,16 @@ def test_analyze_end_to_end_on_a_tiny_gated_checkpoint(tmp_path):
     p = subprocess.run([sys.executable, os.path.join(ROOT, 'analyze.py'), f'--out_dir={tmp_path}/none'],
                        cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert p.returncode != 0 and 'no checkpoint at' in p.stderr
+    # no batches to measure, and a checkpoint taken to a machine without its dataset: one line each, no traceback
+    p = subprocess.run([sys.executable, os.path.join(ROOT, 'analyze.py'), f'--out_dir={out}', '--eval_iters=0'],
+                       cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert p.returncode != 0 and '--eval_iters and --batch_size must be at least 1' in p.stderr, p.stderr
+    ckpt = torch.load(out / 'ckpt.pt', weights_only=True)
+    ckpt['config']['dataset'] = str(tmp_path / 'elsewhere')
+    torch.save(ckpt, out / 'ckpt.pt')
+    p = subprocess.run([sys.executable, os.path.join(ROOT, 'analyze.py'), f'--out_dir={out}', '--eval_iters=1'],
+                       cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert p.returncode != 0 and 'prepare dataset' in p.stderr and 'Traceback' not in p.stderr, p.stderr
 
 
 def _numbers(d):

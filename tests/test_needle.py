@@ -135,6 +135,22 @@ def test_build_draws_needle_counts_from_min_to_max():
         needle.get_args(['--min_needles=3', '--max_needles=2'])
 
 
+@pytest.mark.parametrize('args,said', [(['--max_needles', '30'], 'do not fit a record'),
+                                       (['--n_queries', '20'], 'do not fit a record'),
+                                       (['--n_queries', '0'], '--n_queries must be at least 1')])
+def test_prepare_refuses_records_that_cannot_hold_the_task_and_makes_its_out_dir(tmp_path, args, said):
+    """Settings a record cannot hold ended in a ValueError traceback from deep inside; a new --out_dir in a
+    FileNotFoundError."""
+    script = os.path.join(ROOT, 'data', 'needle', 'prepare.py')
+    p = subprocess.run([sys.executable, script, *args, '--out_dir', str(tmp_path / 'x')], capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 2 and said in p.stderr and 'Traceback' not in p.stderr, p.stderr
+    assert not (tmp_path / 'x').exists()  # refused before anything is written
+    p = subprocess.run([sys.executable, script, '--n_train=50', '--n_val=10', '--out_dir', str(tmp_path / 'new' / 'd')],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0 and (tmp_path / 'new' / 'd' / 'meta.json').exists(), p.stderr
+
+
 def test_prepare_is_deterministic_and_splits_are_disjoint(tmp_path):
     d = tmp_path / 'needle'
     d.mkdir()

@@ -614,3 +614,21 @@ def test_a_plot_that_cannot_be_written_leaves_the_previous_one_whole(tmp_path):
         save_figure(fig, path)
     assert open(path, 'rb').read() == good and not os.path.lexists(path + '.tmp')
     assert fig.number not in plt.get_fignums()  # the figure was closed all the same
+
+
+def test_a_corrupt_log_or_analysis_file_is_named_in_one_line(tmp_path):
+    """A bad line in the middle of log.jsonl, or an analysis.json cut short, ended report.py in a traceback (the
+    first with a good message inside it, the second without the file's name)."""
+    make_run(str(tmp_path), 'nanogpt_3L_s1', 1.5)
+    log = tmp_path / 'nanogpt_3L_s1' / 'log.jsonl'
+    good = log.read_text()
+    lines = good.splitlines(keepends=True)
+    log.write_text(''.join(lines[:3] + ['{"iter": 30, "kind": \n'] + lines[3:]))
+    p = subprocess.run([sys.executable, os.path.join(ROOT, 'report.py'), str(tmp_path)], capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 1 and 'log.jsonl, line 4, is not JSON' in p.stderr and 'Traceback' not in p.stderr
+    log.write_text(good)
+    (tmp_path / 'nanogpt_3L_s1' / 'analysis.json').write_text('{"iter": ')
+    p = subprocess.run([sys.executable, os.path.join(ROOT, 'report.py'), str(tmp_path)], capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 1 and 'analysis.json is not valid JSON' in p.stderr and 'Traceback' not in p.stderr

@@ -155,11 +155,19 @@ def get_args(argv=None):
     args = ap.parse_args(argv)
     if not 1 <= args.min_needles <= args.max_needles:
         ap.error(f'need 1 <= --min_needles <= --max_needles, got {args.min_needles} and {args.max_needles}')
+    if args.n_queries < 1:
+        ap.error(f'--n_queries must be at least 1 (the answers a record asks for), got {args.n_queries}')
+    slots = (args.block_size - 2 * args.n_queries) // (1 if args.fused else 2)  # as record() lays a record out
+    if args.max_needles > min(slots - args.distractors, args.n_keys) or (args.distractors and args.n_values < 2):
+        ap.error(f'--max_needles {args.max_needles} with --distractors {args.distractors} do not fit a record of '
+                 f'--block_size {args.block_size} with --n_queries {args.n_queries} (room for {slots} needles) and '
+                 f'--n_keys {args.n_keys} distinct keys: fewer needles or queries, or a larger block_size')
     return args
 
 
 def main(argv=None):
     args = get_args(argv)
+    os.makedirs(args.out_dir, exist_ok=True)
     rng = np.random.default_rng([args.seed, 0])
     train_t, train_m = build(rng, args.n_train, args)
     val_t, val_m = build(np.random.default_rng([args.seed, 1]), args.n_val, args)
