@@ -195,7 +195,7 @@ mkdir -p "$ROOT"
 # keeps equal to this list). Kept in $ROOT/sweep_settings; a launch with other settings is refused, since
 # report.py averages a cell's runs as seeds of one setting, and would skip a finished run made with others.
 FREE_KEYS="out_dir init_from eval_only device dtype compile compile_mode cuda_graph wandb_log wandb_project
-           wandb_run_name wandb_mode log_interval always_save_checkpoint ckpt_interval"
+           wandb_run_name wandb_mode log_interval always_save_checkpoint ckpt_interval resume_strict"
 FREE=" $(echo $FREE_KEYS) "  # on one line
 for a in "$@"; do  # what the sweep sets per run
   case "$a" in
@@ -304,7 +304,9 @@ run_one() {  # cfg dir seed [extra args]: one run, its exit status in a FAILED f
   # a stop that came before this run's python (the trap's pkill found no child to signal): do not start it
   [ -f "$STOPPING" ] && { echo "stopped $dir: not started"; return 130; }
   mkdir -p "$dir"; rm -f "$dir/FAILED"
-  [ -f "$dir/ckpt.pt" ] && resume=(--init_from=resume)
+  # strict: the checkpoint's settings must be this command's (a folder copied from another sweep, or a sweep made
+  # before sweep_settings, would otherwise resume under the new ones, and its record would hide it)
+  [ -f "$dir/ckpt.pt" ] && resume=(--init_from=resume --resume_strict=True)
   echo "run    $dir ${resume[*]}"
   t0=$(date +%s)
   # default INT/TERM dispositions again (the job's subshell ignores them), so a stop during python's start is not

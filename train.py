@@ -53,6 +53,8 @@ DEFAULTS = dict(
     ckpt_interval=0,  # > 0: also write ckpt.pt every ckpt_interval steps between evals, so that a hard kill (the
                       # OOM killer, a lost node) loses at most that many steps; 0: at evals and stops only
     init_from='scratch',          # 'scratch' | 'resume' (from out_dir/ckpt.pt)
+    resume_strict=False,          # True: a resume refuses every changed training key, even one given on the
+                                  # command line (ablate.sh: a sweep's run continues only as it was started)
     seed=1337,
     # wandb
     wandb_log=False, wandb_project='attn-gpt', wandb_run_name='',
@@ -764,7 +766,7 @@ class TrainState:
 # keys that say where and how a run is computed, logged or saved, not what it computes: a resume may change them
 FREE_ON_RESUME = ('out_dir', 'init_from', 'eval_only', 'device', 'dtype', 'compile', 'compile_mode', 'cuda_graph',
                   'wandb_log', 'wandb_project', 'wandb_run_name', 'wandb_mode', 'log_interval',
-                  'always_save_checkpoint', 'ckpt_interval')
+                  'always_save_checkpoint', 'ckpt_interval', 'resume_strict')
 
 
 def check_resume_config(cfg, saved, explicit, path):
@@ -777,7 +779,12 @@ def check_resume_config(cfg, saved, explicit, path):
         raise ValueError(f"{path} was trained with bos={saved['bos']!r}, and bos cannot change on resume (its token "
                          f"is an id the model's embedding has or lacks): resume with --bos={saved['bos']!r}, or start "
                          f"a new run in another --out_dir")
-    refused = [k for k in changed if k not in explicit]
+    refused = [k for k in changed if k not in explicit or cfg['resume_strict']]
+    if refused and cfg['resume_strict']:
+        raise ValueError(f"{path} was trained with " + ', '.join(f"{k}={changed[k][0]!r}" for k in refused) +
+                         "; this command gives " + ', '.join(f"{k}={changed[k][1]!r}" for k in refused) +
+                         ". resume_strict=True (ablate.sh sets it) continues a run only with its own settings: "
+                         "re-launch with those, or start the run anew in another folder (another SWEEP=)")
     if refused:
         was = ', '.join(f"{k}={changed[k][0]!r}" for k in refused)
         now = ', '.join(f"{k}={changed[k][1]!r}" for k in refused)

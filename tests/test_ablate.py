@@ -513,6 +513,18 @@ def recorded_sweep(tmp_path, unset=(), args=(), **env_vars):
     return p, [c.split() for c in log.read_text().splitlines()] if log.exists() else []
 
 
+def test_ablate_resumes_a_run_only_with_its_own_settings(tmp_path):
+    """A run folder with ckpt.pt is resumed with resume_strict=True, so that train.py refuses it where the
+    checkpoint's settings are not the sweep's; a new run is started without it."""
+    (tmp_path / 's' / 'nanogpt_3L_s1').mkdir(parents=True)
+    (tmp_path / 's' / 'nanogpt_3L_s1' / 'ckpt.pt').write_bytes(b'')
+    p, calls = recorded_sweep(tmp_path, PROFILE='demo', VARIANTS='nanogpt', SWEEP='s', SEEDS='1 2')
+    assert p.returncode == 0, p.stderr
+    by_seed = {next(a for a in c if a.startswith('--seed=')): c for c in calls}
+    assert '--init_from=resume' in by_seed['--seed=1'] and '--resume_strict=True' in by_seed['--seed=1']
+    assert not any(a.startswith(('--init_from', '--resume_strict')) for a in by_seed['--seed=2'])
+
+
 def test_ablate_refuses_a_misspelled_variant_or_depth_before_any_run(tmp_path):
     """A name no config file has is a typo, named with the choices, not a pair quietly left out."""
     p, calls = recorded_sweep(tmp_path, PROFILE='demo', VARIANTS='nanogpt difff')

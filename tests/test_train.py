@@ -758,6 +758,26 @@ def test_resume_refuses_a_changed_bos_and_eval_only_needs_a_checkpoint(tmp_path)
     assert p.returncode == 1 and 'rope_theta=-1' in p.stderr and 'must be positive' in p.stderr, p.stderr
 
 
+def test_resume_strict_refuses_even_a_change_given_on_the_command_line(tmp_path):
+    """ablate.sh passes every schedule key and the seed on the command line, so a run folder copied from another
+    sweep, or one of a sweep older than sweep_settings, resumed under the new settings as if on purpose; with
+    resume_strict=True (ablate.sh sets it) only the run's own settings continue it."""
+    out = tmp_path / 'o'
+    run_train(out, '--max_iters=4', '--lr_decay_iters=8', '--eval_interval=2')
+    p = run_train(out, '--max_iters=8', '--lr_decay_iters=8', '--eval_interval=2', '--learning_rate=0.03',
+                  '--seed=7', '--init_from=resume', '--resume_strict=True', check=False)
+    assert p.returncode == 1 and 'resume_strict=True' in p.stderr, p.stderr
+    assert 'seed=1337' in p.stderr and 'seed=7' in p.stderr and 'learning_rate=0.03' in p.stderr
+    assert load_checkpoint(str(out / 'ckpt.pt'))[1]['iter_num'] == 4  # nothing trained
+    ckpt = torch.load(out / 'ckpt.pt', weights_only=True)  # as if a run of 8 steps had stopped at step 4
+    ckpt['config']['max_iters'] = 8
+    torch.save(ckpt, out / 'ckpt.pt')
+    (out / 'summary.json').unlink()
+    run_train(out, '--max_iters=8', '--lr_decay_iters=8', '--eval_interval=2', '--init_from=resume',
+              '--resume_strict=True', '--log_interval=2')  # its own settings (and a free key changed): it goes on
+    assert json.load(open(out / 'summary.json'))['iter'] == 8
+
+
 # --- data
 
 def _copy_prepare(tmp_path, name):
