@@ -3,7 +3,6 @@ Where and in which precision a model runs: the device, the dtype and its autocas
 and memory figures train.py reports. Shared by train.py, sample.py, analyze.py and needle_eval.py.
 """
 import contextlib
-import functools
 import os
 import re
 import time
@@ -12,7 +11,7 @@ import torch
 
 
 def cpu_info(path='/proc/cpuinfo'):
-    """{'name', 'family', 'model', 'bf16': its bf16 matrix flags (amx_bf16, avx512_bf16)} of the first processor in
+    """{'name', 'vendor', 'family', 'model', 'bf16': its bf16 matrix flags (amx_bf16, avx512_bf16)} of the first processor in
     /proc/cpuinfo (Linux; empty fields elsewhere), and 'threads': torch's thread count. Same model names can hide
     different units (an "AMD EPYC" may or may not have AVX512-BF16), so benchmarks report the flags, not the name."""
     fields = {}
@@ -24,35 +23,18 @@ def cpu_info(path='/proc/cpuinfo'):
     except OSError:
         pass
     flags = fields.get('flags', '').split()
-    return dict(name=fields.get('model name', ''), family=fields.get('cpu family', ''), model=fields.get('model', ''),
-                bf16=[f for f in ('amx_bf16', 'avx512_bf16') if f in flags], threads=torch.get_num_threads())
+    return dict(name=fields.get('model name', ''), vendor=fields.get('vendor_id', ''), family=fields.get('cpu family', ''),
+                model=fields.get('model', ''), bf16=[f for f in ('amx_bf16', 'avx512_bf16') if f in flags],
+                threads=torch.get_num_threads())
 
 
-@functools.lru_cache(maxsize=None)
 def cpu_has_fast_bf16():
-    """True where this CPU has bf16 matrix units (amx_bf16 or avx512_bf16 among its flags) *and* a bf16 matmul of
-    the seed model's shape runs at least 1.25x as fast as fp32, measured once per process (about 0.1 s).
-    The flags alone are not enough: AVX512-BF16 on a Zen 4 EPYC trains 1.5x faster than fp32, but on a Xeon whose
-    AMX is not exposed (a VM of an Emerald Rapids) the same flag gave 0.6x, so bf16 there would only slow a run."""
-    if not cpu_info()['bf16']:
-        return False
-    return bf16_matmul_speedup() >= 1.25
-
-
-def bf16_matmul_speedup(m=2048, k=256, n=1024, reps=3):
-    """fp32 time / bf16 time of an (m, k) @ (k, n) matmul on the CPU, the best of `reps` each, after a warm-up."""
-    best = {}
-    for dt in (torch.float32, torch.bfloat16):
-        a, b = torch.randn(m, k, dtype=dt), torch.randn(k, n, dtype=dt)
-        a @ b
-        best[dt] = min(_seconds(lambda: a @ b) for _ in range(reps))
-    return best[torch.float32] / best[torch.bfloat16]
-
-
-def _seconds(fn):
-    t = time.perf_counter()
-    fn()
-    return time.perf_counter() - t
+    """bf16 autocast is the fast path on CPUs with AMX, and on AMD's AVX512-BF16 (Zen 4: a training step 1.5x
+    faster than fp32). Intel's AVX512-BF16 without AMX (an Emerald Rapids VM that hides AMX) trained 1.7x *slower*
+    than fp32, its bf16 matmuls at 0.6-0.9x fp32's (results/bench_cpu.md, session 15), so fp32 there. A rule on
+    the flags and the vendor, not a timing: every process of a sweep takes the same precision."""
+    info = cpu_info()
+    return 'amx_bf16' in info['bf16'] or ('avx512_bf16' in info['bf16'] and info['vendor'] == 'AuthenticAMD')
 
 
 def resolve_device(device):

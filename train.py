@@ -644,8 +644,8 @@ def setup_processes(cfg):
 
 
 def rank0_dtype(dtype):
-    """Rank 0's dtype, on every rank. dtype='auto' on a CPU is a timing (hardware.cpu_has_fast_bf16), and two
-    ranks that timed differently must still train in one precision."""
+    """Rank 0's dtype, on every rank. dtype='auto' on a CPU depends on the processor (hardware.cpu_has_fast_bf16),
+    and the nodes of one run may have different ones: they must still train in one precision."""
     choices = ('float32', 'bfloat16', 'float16')
     index = torch.tensor([choices.index(dtype)])
     dist.broadcast(index, 0)
