@@ -118,7 +118,7 @@ def main():
     except ValueError as e:
         raise SystemExit(f"bench.py: {e}") from None
     cpu = cpu_info()
-    auto = pick_dtype('auto', 'cpu')  # what train.py's dtype=auto takes on this CPU: bf16 only where it is faster
+    auto = pick_dtype('auto', 'cpu')  # what train.py's dtype=auto takes on this CPU (hardware.cpu_has_fast_bf16's rule)
     print(f"processor: {cpu['name'] or 'unknown'} (family {cpu['family']}, model {cpu['model']}), "
           f"{cpu['threads']} threads, bf16 units: {' '.join(cpu['bf16']) or 'none (bf16 is emulated)'}, "
           f"dtype=auto takes {auto} here; "

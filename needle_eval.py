@@ -31,7 +31,7 @@ import os
 import numpy as np
 import torch
 
-from dataset import load_meta, load_prepare
+from dataset import data_dir, load_meta, load_prepare
 from hardware import add_device_args, autocast_context, device_and_dtype
 from model import load_checkpoint
 from output import pyplot, save_figure, write_json
@@ -161,21 +161,29 @@ def main():
         dataset = ckpt['config']['dataset']
         meta = load_meta(dataset)
         if not meta:
-            raise SystemExit(f"error: data/{dataset}/meta.json is missing: prepare the data {out} was trained on")
+            raise SystemExit(f"error: {data_dir(dataset)}/meta.json is missing: prepare the data {out} was trained on")
         if meta.get('tokenizer') != 'needle':
             raise SystemExit(f"error: {out} was not trained on the needle task (dataset {dataset})")
         # the records are made from meta.json: data prepared again with other settings would test another task
-        if meta.get('record_len') != model.config.block_size + 1 or ckpt.get('tokenizer', {}).get('itos', meta.get(
-                'itos')) != meta.get('itos'):
-            raise SystemExit(f"error: data/{dataset} is not the data {out} was trained on (records of "
-                             f"{meta.get('record_len')} tokens, the model's are {model.config.block_size + 1}; or "
-                             f"another vocabulary): prepare it again with that run's settings "
-                             f"(python data/{dataset}/prepare.py --help)")
-        bad = [n for n in args.needles or [] if not 1 <= n <= meta['max_needles']]
+        # (the checkpoint keeps the task's vocabulary settings since session 16; its vocab size always)
+        task = ckpt.get('tokenizer', {})
+        differs = [f"{k} {task[k]} (data: {meta.get(k)})" for k in needle.TASK_KEYS
+                   if k in task and task[k] != meta.get(k)]
+        if meta.get('vocab_size') != model.config.vocab_size:
+            differs.append(f"vocab_size {model.config.vocab_size} (data: {meta.get('vocab_size')})")
+        if meta.get('record_len') != model.config.block_size + 1:
+            differs.append(f"records of {model.config.block_size + 1} tokens (data: {meta.get('record_len')})")
+        if differs:
+            raise SystemExit(f"error: {data_dir(dataset)} is not the data {out} was trained on (the model's "
+                             f"{', '.join(differs)}): prepare it again with that run's settings "
+                             f"(python {os.path.relpath(data_dir(dataset))}/prepare.py --help)")
+        most = needle.max_needles(meta['record_len'], meta['n_queries'], meta['n_keys'], meta.get('distractors', 0),
+                                  meta.get('fused', False))
+        bad = [n for n in args.needles or [] if not 1 <= n <= most]
         if bad or not all(0 <= d <= 1 for d in args.depths):
-            raise SystemExit(f"error: --needles takes counts from 1 to {meta['max_needles']} (data/{dataset}'s "
-                             f"max_needles) and --depths fractions from 0 to 1; got needles {args.needles}, depths "
-                             f"{args.depths}")
+            raise SystemExit(f"error: --needles takes counts from 1 to {most} (what a record of {data_dir(dataset)} "
+                             f"holds; it trained on up to {meta['max_needles']}) and --depths fractions from 0 to 1; "
+                             f"got needles {args.needles}, depths {args.depths}")
         needles = args.needles or default_needles(meta['max_needles'])
         with autocast_context(dtype, device_type):
             grid = evaluate(model, meta, needles, args.depths, args.n_eval, args.seed, device)

@@ -376,9 +376,9 @@ def test_bench_runs_and_reports_every_field(tmp_path):
     # the processor and its bf16 units are part of every benchmark's record
     assert doc['processor'] == hardware.cpu_info() and doc['torch'] == torch.__version__
     assert p.stdout.startswith('processor: ') and 'bf16 units: ' in p.stdout.splitlines()[0]
-    # and the precision train.py's dtype=auto takes there: never bf16 on a CPU without bf16 units
+    # and the precision train.py's dtype=auto takes there (hardware.cpu_has_fast_bf16's rule)
     assert f"dtype=auto takes {doc['cpu_dtype_auto']} here" in p.stdout.splitlines()[0]
-    assert doc['cpu_dtype_auto'] in (['float32', 'bfloat16'] if hardware.cpu_info()['bf16'] else ['float32'])
+    assert doc['cpu_dtype_auto'] == ('bfloat16' if hardware.cpu_has_fast_bf16() else 'float32')
     for r in res:
         assert r['ms_per_step'] > 0 and r['tokens_per_sec'] > 0 and r['n_params'] > 0 and 'peak_mem_mb' in r
     assert '| softmax | 16 | float32 | 0.0 | 0 |' in p.stdout and '1.00x' in p.stdout

@@ -376,6 +376,27 @@ def test_an_extension_that_fails_before_its_first_checkpoint_leaves_the_finished
     assert load_checkpoint(str(out / 'ckpt.pt'))[1]['iter_num'] == 3
 
 
+
+def test_an_extension_whose_first_checkpoint_write_fails_leaves_the_finished_run_finished(tmp_path, monkeypatch):
+    """A full disk at the extension's first ckpt.pt: the write fails, ckpt.pt is still the finished run's, and so
+    is its summary.json (it was set aside before the write, which left the run unfinished)."""
+    out = tmp_path / 'o'
+    assert train.main([*TINY, f'--out_dir={out}', '--max_iters=3', '--lr_decay_iters=6', '--eval_interval=3']) == 0
+    before = (out / 'summary.json').read_bytes()
+    write = train.atomic_write
+
+    def full_disk(path, fn):
+        if os.path.basename(path) == 'ckpt.pt':
+            raise OSError(28, 'No space left on device')
+        return write(path, fn)
+    monkeypatch.setattr(train, 'atomic_write', full_disk)
+    with pytest.raises(train.RunError, match='No space left'):
+        train.main([*TINY, f'--out_dir={out}', '--max_iters=6', '--lr_decay_iters=6', '--eval_interval=3',
+                    '--ckpt_interval=1', '--init_from=resume'])
+    assert (out / 'summary.json').read_bytes() == before and not list(out.glob('summary_at_*'))
+    assert load_checkpoint(str(out / 'ckpt.pt'))[1]['iter_num'] == 3
+
+
 def test_a_scratch_run_keeps_the_log_of_an_earlier_run_without_its_checkpoint(tmp_path):
     """A folder holding log.jsonl and no ckpt.pt (a run killed before its first checkpoint, or a committed
     unfinished run copied back to be resumed): a run from scratch there used to empty that log; it is kept
@@ -388,7 +409,6 @@ def test_a_scratch_run_keeps_the_log_of_an_earlier_run_without_its_checkpoint(tm
     p = run_train(out, '--max_iters=2', '--eval_interval=2')
     assert (out / 'log_until_4.jsonl').read_bytes() == earlier and 'kept as' in p.stdout, p.stdout
     assert max(r['iter'] for r in read_log(out)) == 2  # the new run's own log
-    run_train(out, '--max_iters=2', '--eval_interval=2', '--out_dir=' + str(tmp_path / 'other'))
     (out / 'summary.json').unlink(), (out / 'ckpt.pt').unlink(), (out / 'best.pt').unlink()
     run_train(out, '--max_iters=2', '--eval_interval=2')  # again: the second earlier log does not replace the first
     assert (out / 'log_until_4.jsonl').read_bytes() == earlier and (out / 'log_until_2.jsonl').exists()

@@ -287,11 +287,21 @@ def test_train_and_eval_end_to_end(tmp_path, monkeypatch):
     p = subprocess.run([sys.executable, os.path.join(ROOT, 'needle_eval.py'), '--out_dir', str(out), '--needles',
                         '99'], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert p.returncode == 1 and '--needles takes counts from 1 to' in p.stderr and 'Traceback' not in p.stderr
-    monkeypatch.setattr(needle_eval, 'load_meta', lambda d: dict(meta, record_len=17))
     monkeypatch.setattr(sys, 'argv', ['needle_eval.py', '--out_dir', str(out)])
-    with pytest.raises(SystemExit, match=r'is not the data .* \(records of 17 tokens'):
-        needle_eval.main()
+    for changed, match in [(dict(record_len=17), r'is not the data .* \(data: 17\)'),
+                           (dict(n_keys=8, vocab_size=meta['vocab_size'] - 8), r'n_keys 16 \(data: 8\), vocab_size')]:
+        monkeypatch.setattr(needle_eval, 'load_meta', lambda d: dict(meta, **changed))
+        with pytest.raises(SystemExit, match=match):
+            needle_eval.main()
     assert (out / 'needle_eval.json').read_bytes() == before
+    # more needles than training saw (max_needles), as many as a record holds: the length-generalisation probe
+    monkeypatch.undo()
+    assert meta['max_needles'] < 8 <= needle_eval.needle.max_needles(meta['record_len'], meta['n_queries'],
+                                                                      meta['n_keys'])
+    p = subprocess.run([sys.executable, os.path.join(ROOT, 'needle_eval.py'), '--out_dir', str(out), '--n_eval=2',
+                        '--needles', '8', '--depths', '0'], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    assert json.load(open(out / 'needle_eval.json'))['needles'] == [8]
 
 
 def test_attention_figure_labels_whole_layers(monkeypatch):

@@ -51,6 +51,15 @@ def vocab(n_keys, n_values, n_filler, fused=False):
     return keys, values, filler, pairs
 
 
+TASK_KEYS = ('n_keys', 'n_values', 'n_filler', 'fused')  # meta.json's keys that say what each token id means
+
+
+def max_needles(record_len, n_queries, n_keys, distractors=0, fused=False):
+    """The most needles a record holds: a slot each in the haystack (less the distractors'), each a distinct key."""
+    slots = (record_len - 1 - 2 * n_queries) // (1 if fused else 2)
+    return min(slots - distractors, n_keys)
+
+
 def make_record(rng, record_len, n_needles, n_queries, n_keys, n_values, n_filler, depth=None, fused=False,
                 distractors=0):
     """One record. depth in [0, 1] places the first queried needle at that fraction of the haystack (0: its
@@ -64,7 +73,7 @@ def make_record(rng, record_len, n_needles, n_queries, n_keys, n_values, n_fille
     width = 1 if fused else 2                       # tokens per needle
     hay = record_len - 1 - 2 * n_queries           # haystack length
     slots = hay // width                            # needle i sits on positions width * slot_i (+ 1)
-    if n_needles > min(slots - distractors, n_keys) or (distractors and n_values < 2):
+    if n_needles > max_needles(record_len, n_queries, n_keys, distractors, fused) or (distractors and n_values < 2):
         raise ValueError(f"{n_needles} needles and {distractors} distractors do not fit ({slots} slots, "
                          f"{n_keys} keys, {n_values} values)")
     tokens = rng.choice(filler, size=record_len)
@@ -157,11 +166,11 @@ def get_args(argv=None):
         ap.error(f'need 1 <= --min_needles <= --max_needles, got {args.min_needles} and {args.max_needles}')
     if args.n_queries < 1:
         ap.error(f'--n_queries must be at least 1 (the answers a record asks for), got {args.n_queries}')
-    slots = (args.block_size - 2 * args.n_queries) // (1 if args.fused else 2)  # as record() lays a record out
-    if args.max_needles > min(slots - args.distractors, args.n_keys) or (args.distractors and args.n_values < 2):
+    most = max_needles(args.block_size + 1, args.n_queries, args.n_keys, args.distractors, args.fused)
+    if args.max_needles > most or (args.distractors and args.n_values < 2):
         ap.error(f'--max_needles {args.max_needles} with --distractors {args.distractors} do not fit a record of '
-                 f'--block_size {args.block_size} with --n_queries {args.n_queries} (room for {slots} needles) and '
-                 f'--n_keys {args.n_keys} distinct keys: fewer needles or queries, or a larger block_size')
+                 f'--block_size {args.block_size} with --n_queries {args.n_queries} and --n_keys {args.n_keys} '
+                 f'distinct keys (room for {most} needles): fewer needles or queries, or a larger block_size')
     return args
 
 
