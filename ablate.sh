@@ -9,6 +9,8 @@
 #   LEAK=zero_future PROFILE=cpu_long ./ablate.sh # the causal mask with a bug (model.py's leak), a sweep of its own
 #   SEEDS="1 2 3" NPROC=4 ./ablate.sh             # three seeds, each run on 4 GPUs with torchrun
 #   SEEDS="1 2 3" JOBS=8 ./ablate.sh              # eight runs at a time, spread over every visible GPU
+#   SEEDS="1 2 3" BATCH_SEEDS=1 JOBS=5 ./ablate.sh  # each config's three seeds as one batched model (train.py
+#                                                 # --seeds), five configs at a time
 #   SWEEP=shakespeare_full_dropout0.1 VARIANTS="nanogpt diff" DEPTHS=6L ./ablate.sh --dropout=0.1
 #                                                 # extra --key=value go to every run, in a sweep of their own
 #   PROFILE=gpt2 NPROC=8 ./ablate.sh              # GPT-2 124M on web text (data/fineweb), each run on 8 GPUs
@@ -51,6 +53,13 @@
 #   RUNS_DIR  where sweeps live               (default runs)
 #   NPROC     processes per run (torchrun)    (default 1: plain python)
 #   JOBS      runs at once on the machine     (default 1; e.g. 8 for 3-8 layer models on one large GPU)
+#   BATCH_SEEDS  0 | 1                        (default 0; 1 trains the seeds of one config that start from
+#                                              scratch as one batched model in one process (train.py's seeds=),
+#                                              one slot for the group, each seed still its own run folder; a run
+#                                              to resume, or one in use elsewhere, runs alone. Meant for GPUs,
+#                                              where a small model's step is launch-bound: measure it first
+#                                              (bench_batched.py). With dropout a seed's masks then differ from
+#                                              its separate run's; at dropout 0 its losses are the same)
 #   GPUS      GPU indices the runs spread over (default: CUDA_VISIBLE_DEVICES if set, else every GPU nvidia-smi
 #                                              lists, else none: no GPU assignment). Slot k of JOBS gets
 #                                              CUDA_VISIBLE_DEVICES = the k-th group of NPROC of them, round robin
@@ -195,7 +204,7 @@ mkdir -p "$ROOT"
 # keeps equal to this list). Kept in $ROOT/sweep_settings; a launch with other settings is refused, since
 # report.py averages a cell's runs as seeds of one setting, and would skip a finished run made with others.
 FREE_KEYS="out_dir init_from eval_only device dtype compile compile_mode cuda_graph wandb_log wandb_project
-           wandb_run_name wandb_mode log_interval always_save_checkpoint ckpt_interval resume_strict"
+           wandb_run_name wandb_mode log_interval always_save_checkpoint ckpt_interval resume_strict seeds"
 FREE=" $(echo $FREE_KEYS) "  # on one line
 for a in "$@"; do  # what the sweep sets per run
   case "$a" in
@@ -213,10 +222,12 @@ settings=$(for k in "${!SETTING[@]}"; do echo "${SETTING[$k]}"; done | LC_ALL=C 
 if [ ! -f "$ROOT/sweep_settings" ]; then  # a new sweep, or one made before this file: this command's settings
   # ln creates the file whole and only where it is absent, so of two launches at once the first wins and the
   # second is compared with it below (a check-then-write let both pass with different settings)
-  echo "$settings" > "$ROOT/.sweep_settings.$$"
-  ln "$ROOT/.sweep_settings.$$" "$ROOT/sweep_settings" 2>/dev/null ||
-    [ -f "$ROOT/sweep_settings" ] || mv "$ROOT/.sweep_settings.$$" "$ROOT/sweep_settings"  # no hard links here
-  rm -f "$ROOT/.sweep_settings.$$"
+  # (mktemp: a name of its own even where launches on several Slurm nodes share the folder)
+  tmp=$(mktemp "$ROOT/.sweep_settings.XXXXXX") || exit 2
+  echo "$settings" > "$tmp"
+  ln "$tmp" "$ROOT/sweep_settings" 2>/dev/null ||
+    [ -f "$ROOT/sweep_settings" ] || mv "$tmp" "$ROOT/sweep_settings"  # no hard links here
+  rm -f "$tmp"
 fi
 if [ "$settings" != "$(cat "$ROOT/sweep_settings")" ]; then
   echo "ablate.sh: $ROOT holds runs made with other settings than this command's:" >&2
@@ -272,6 +283,37 @@ if [ -n "$TASK" ]; then  # Slurm gives the task its GPUs (CUDA_VISIBLE_DEVICES),
   RUNS=("$run"); JOBS=1
 fi
 
+BATCH_SEEDS=${BATCH_SEEDS:-0}
+case "$BATCH_SEEDS" in
+  0) ;;
+  1) if [ "$NPROC" -gt 1 ] || [ -n "$TASK" ]; then
+       echo "ablate.sh: BATCH_SEEDS=1 trains a config's seeds in one process; NPROC>1 (torchrun) and SLURM=1 (one" \
+            "run a task) run each seed on its own: drop BATCH_SEEDS" >&2; exit 2
+     fi
+     # a config's seeds that start from scratch, not in use elsewhere, become one entry "cfg <folder with {seed}>
+     # s1,s2,..." (train.py --seeds); the others (finished, to resume, busy) stay single runs, and go first
+     declare -A FRESH=(); ORDER=(); SINGLE=()
+     for run in "${RUNS[@]}"; do
+       read -r cfg dir seed <<< "$run"
+       if [ -f "$dir/summary.json" ] || [ -f "$dir/ckpt.pt" ] ||
+          { [ -f "$dir/.lock" ] && command -v flock >/dev/null && ! flock -n "$dir/.lock" true 2>/dev/null; }; then
+         SINGLE+=("$run"); continue
+       fi
+       [ -n "${FRESH[$cfg]+set}" ] || ORDER+=("$cfg")
+       FRESH[$cfg]+="${FRESH[$cfg]:+,}$seed"
+     done
+     RUNS=("${SINGLE[@]}")
+     for cfg in "${ORDER[@]}"; do
+       seeds=${FRESH[$cfg]}
+       if [[ "$seeds" == *,* ]]; then RUNS+=("$cfg $ROOT/$(basename "$cfg" .py)_s{seed} $seeds")
+       else RUNS+=("$cfg $ROOT/$(basename "$cfg" .py)_s$seeds $seeds"); fi
+     done ;;
+  *) echo "ablate.sh: BATCH_SEEDS=$BATCH_SEEDS is not one of: 0 1" >&2; exit 2 ;;
+esac
+folders() {  # dir seeds: the run folders of an entry (a group's dir holds {seed}, its seeds a comma list)
+  local s; for s in ${2//,/ }; do echo "${1//\{seed\}/$s}"; done
+}
+
 if [ "$NPROC" -gt 1 ]; then LAUNCH=(torchrun --standalone --nproc_per_node="$NPROC"); else LAUNCH=("$PYTHON"); fi
 
 # the GPUs: each of the JOBS slots gets its own group of NPROC of them (round robin when there are fewer GPUs than
@@ -294,42 +336,57 @@ slot_gpus() {  # slot -> its comma-separated GPU indices
 [ ${#GPU_LIST[@]} -gt 0 ] && echo "GPUs ${GPU_LIST[*]}: $JOBS slot(s) of $NPROC process(es), each on its own GPUs"
 slots=()  # the job running in each slot
 
-run_one() {  # cfg dir seed [extra args]: one run, its exit status in a FAILED file if it fails
-  local cfg=$1 dir=$2 seed=$3 resume=() t0 rc; shift 3
-  # a run in progress (another launch of this sweep, a Slurm task still running): train.py would refuse it
+run_one() {  # cfg dir seed [extra args]: one run, or a group of seeds (BATCH_SEEDS: dir holds {seed}, seed is a
+            # comma list) as one process; the exit status in a FAILED file of each folder if it fails
+  local cfg=$1 dir=$2 seed=$3 resume=() t0 rc d dirs logs=() who=() ok=0; shift 3
+  read -r -a dirs <<< "$(folders "$dir" "$seed" | tr '\n' ' ')"
+  # a run in progress (another launch of this sweep, a Slurm task still running): train.py would refuse it. (A
+  # group's folders were checked when it was formed.)
   if [ -f "$dir/.lock" ] && command -v flock >/dev/null && ! flock -n "$dir/.lock" true 2>/dev/null; then
     echo "busy   $dir: another process is training it ($(cat "$dir/.lock" 2>/dev/null)); left to it"
     echo "$dir" >> "$BUSY"; return 0
   fi
   # a stop that came before this run's python (the trap's pkill found no child to signal): do not start it
   [ -f "$STOPPING" ] && { echo "stopped $dir: not started"; return 130; }
-  mkdir -p "$dir"; rm -f "$dir/FAILED"
+  for d in "${dirs[@]}"; do mkdir -p "$d"; rm -f "$d/FAILED"; logs+=("$d/train.log"); done
   # strict: the checkpoint's settings must be this command's (a folder copied from another sweep, or a sweep made
   # before sweep_settings, would otherwise resume under the new ones, and its record would hide it)
   [ -f "$dir/ckpt.pt" ] && resume=(--init_from=resume --resume_strict=True)
-  echo "run    $dir ${resume[*]}"
+  if [ ${#dirs[@]} -gt 1 ]; then who=(--seeds="${seed//,/ }"); echo "run    $dir (seeds ${seed//,/ }, one model)"
+  else who=(--seed="$seed"); echo "run    $dir ${resume[*]}"; fi
   t0=$(date +%s)
   # default INT/TERM dispositions again (the job's subshell ignores them), so a stop during python's start is not
-  # lost; train.py then installs its own handler, which saves a checkpoint
-  ( trap - INT TERM; exec "${LAUNCH[@]}" train.py "$cfg" "${SCHEDULE[@]}" --seed="$seed" --out_dir="$dir" \
-      "${resume[@]}" "$@" ) >>"$dir/train.log" 2>&1 </dev/null
-  rc=$?
+  # lost; train.py then installs its own handler, which saves a checkpoint. A group's output goes to each of its
+  # folders' train.log (tee ignores the stop, inheriting the subshell's dispositions)
+  if [ ${#dirs[@]} -eq 1 ]; then
+    ( trap - INT TERM; exec "${LAUNCH[@]}" train.py "$cfg" "${SCHEDULE[@]}" "${who[@]}" --out_dir="$dir" \
+        "${resume[@]}" "$@" ) >>"$dir/train.log" 2>&1 </dev/null
+    rc=$?
+  else
+    ( trap - INT TERM; exec "${LAUNCH[@]}" train.py "$cfg" "${SCHEDULE[@]}" "${who[@]}" --out_dir="$dir" \
+        "$@" ) 2>&1 </dev/null | tee -a "${logs[@]}" >/dev/null
+    rc=${PIPESTATUS[0]}
+  fi
   # stopped, not failed: train.py's 130, or any exit while the sweep stops (torchrun exits 1 after a stop)
   if [ $rc -ne 0 ] && { [ $rc -eq 130 ] || [ -f "$STOPPING" ]; }; then
-    echo "stopped $dir: $(grep -ho 'stopped at iteration [0-9]*' "$dir/train.log" | tail -n 1)"
+    echo "stopped $dir: $(grep -ho 'stopped at iteration [0-9]*' "${logs[0]}" | tail -n 1)"
     return 130
   fi
   if [ $rc -eq 75 ]; then  # train.py: out_dir locked by another run (where flock above is missing, or a race)
-    echo "busy   $dir: another process is training it; left to it"; echo "$dir" >> "$BUSY"; return 0
+    echo "busy   $dir: another process is training it; left to it"; printf '%s\n' "${dirs[@]}" >> "$BUSY"
+    return 0
   fi
   if [ $rc -ne 0 ]; then
-    echo "$rc" > "$dir/FAILED"
-    echo "FAILED $dir (exit $rc): tail of $dir/train.log:"; tail -n 5 "$dir/train.log" | sed 's/^/         /'
+    for d in "${dirs[@]}"; do echo "$rc" > "$d/FAILED"; done
+    echo "FAILED $dir (exit $rc): tail of ${logs[0]}:"; tail -n 5 "${logs[0]}" | sed 's/^/         /'
     return $rc
   fi
   echo "done   $dir in $(( $(date +%s) - t0 ))s"
-  [ "$ANALYZE" = 1 ] && [ -f "$dir/summary.json" ] && { analyze_one "$dir"; return; }  # not after a stop
-  return 0
+  [ "$ANALYZE" = 1 ] || return 0
+  for d in "${dirs[@]}"; do  # not after a stop
+    [ -f "$d/summary.json" ] && { analyze_one "$d" || ok=$?; }
+  done
+  return $ok
 }
 
 analysis_current() {  # dir: its $ANALYSIS exists and is of the run's last checkpoint (not of best.pt, say)
@@ -375,7 +432,7 @@ for run in "${RUNS[@]}"; do
     [ -f "$dir/ckpt.pt" ] || { echo "         no ckpt.pt, so no analysis"; continue; }
     job=(analyze_one "$dir"); analyzed+=("$dir")
   else
-    job=(run_one "$cfg" "$dir" "$seed" "$@"); launched+=("$dir")
+    job=(run_one "$cfg" "$dir" "$seed" "$@"); launched+=($(folders "$dir" "$seed"))
   fi
   # JOBS runs at once (a small model leaves most of a GPU idle between its kernel launches). Each runs in the
   # background, also for JOBS=1, so that a signal reaches the trap above while the sweep waits

@@ -1,169 +1,97 @@
 """
-Several seeds of one model trained in one process as one batched model: issue #28's prototype, measured here
-before it goes into train.py. On a GPU a 3-layer model's step is launch-bound (results/bench_gpu.md), so K seeds
-in one step of K-times-wider kernels could cost little more than one.
+Several seeds as one batched model (train.py --seeds) against the same seeds as separate runs, one after another:
+wall time, tokens/s and whether the losses agree. Issue #28: on a GPU a 3-layer model's step is launch-bound
+(results/bench_gpu.md), so K seeds in one step of K-times-wider kernels could cost little more than one.
 
-$ python bench_batched.py --seeds 1 2 3 --steps 20                      # on the CPU: equivalence and step times
-$ python bench_batched.py --seeds 1 2 3 4 5 6 --device cuda --dtype bfloat16 --steps 200 --warmup 20
+$ python bench_batched.py configs/nanogpt_3L.py --seeds 1 2 --max_iters 20 --device cpu      # a look on the CPU
+$ python bench_batched.py configs/nanogpt_3L.py --seeds 1 2 3 4 5 6 --max_iters 600 --dtype bfloat16 \\
+      --json results/batched_6.json -- --compile=True                                      # on a GPU
 
-How: the K models' weights are stacked along a new first axis (torch.func.stack_module_state) and one forward
-runs under torch.vmap over it; q, k, v keep their 4-D shape inside, so SDPA is called as in one model. Each seed
-draws its own batches, as train.py does: batch b of seed s at iteration i is get_batch(batch_rng(s, 0, i, 0)),
-so seed s here sees exactly the batches of `train.py --seed=s`. AdamW is elementwise, so one AdamW over the
-stacked weights is K AdamWs; weight decay follows each unstacked tensor's shape, as configure_optimizers does.
-Gradient clipping is per seed: seed s's gradients are scaled by min(1, clip / ||g_s||), ||g_s|| over its own
-tensors only. The learning rate is constant (one schedule is the same for every seed; train.py --decay_lr=False).
-
-It reports, per seed, the training loss at every step (to compare with train.py's log.jsonl: tests/test_train.py
-checks that they agree to 1e-5 in fp32), and the median ms per step of the batched step against K plain steps of
-one model each, timed as one block (the eager step of train.py: one model, its own AdamW; not compiled, not
-graphed, not K processes side by side, which are the other ways to fill a GPU). Dropout is 0: under vmap one
-generator draws every seed's masks, so they would not be train.py's.
+Each training is train.py in its own process, as a sweep runs it (this imports nothing of the trainer), into a
+scratch folder that is removed at the end (--keep to keep it). The wall time is the process's, start-up and
+compilation included, as a sweep pays them; tokens/s is train.py's own, without the first log window and the
+evaluations (summary.json), summed over the group's seeds. At dropout 0 in fp32 the group's losses equal the
+separate runs' to ~1e-6 (tests/test_train.py); in bf16 they differ by rounding; with dropout a seed's masks in a
+group are not its separate run's, so the gap says nothing there. A benchmark, not a test.
 """
 import argparse
 import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
 import time
 
-import torch
-from torch.func import functional_call, grad_and_value, stack_module_state
+from output import write_json
 
-from dataset import batch_rng, get_batch, load_meta, load_split
-from hardware import autocast_context
-from model import GPT, GPTConfig
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def build(seeds, cfg, device):
-    """The K models, initialised as train.py initialises seed s (torch.manual_seed(s), then GPT)."""
-    models = []
-    for s in seeds:
-        torch.manual_seed(s)
-        models.append(GPT(cfg).to(device))
-    return models
-
-
-def batched_optimizer(models, params, lr, weight_decay, betas):
-    """One AdamW over the stacked weights; decay where the unstacked tensor is a matrix (configure_optimizers)."""
-    dims = {n: p.dim() for n, p in models[0].named_parameters()}
-    groups = [dict(params=[p for n, p in params.items() if dims[n] >= 2], weight_decay=weight_decay),
-              dict(params=[p for n, p in params.items() if dims[n] < 2], weight_decay=0.0)]
-    return torch.optim.AdamW(groups, lr=lr, betas=betas, fused=True)
-
-
-def clip_per_seed(grads, max_norm):
-    """Scale seed s's gradients by min(1, max_norm / (||g_s|| + 1e-6)), as clip_grad_norm_ does for one model."""
-    K = next(iter(grads.values())).shape[0]
-    sq = sum(g.float().pow(2).reshape(K, -1).sum(1) for g in grads.values())
-    coef = (max_norm / (sq.sqrt() + 1e-6)).clamp(max=1.0)
-    for g in grads.values():
-        g.mul_(coef.view(-1, *[1] * (g.dim() - 1)).to(g.dtype))
-
-
-def batched_trainer(models, args, ctx):
-    """A step function for the stacked models: (X, Y) of shape (K, B, T) -> the K losses."""
-    params, buffers = stack_module_state(models)
-    base = models[0]  # its code, not its weights: functional_call swaps the stacked ones in
-    opt = batched_optimizer(models, params, args.learning_rate, args.weight_decay, (args.beta1, args.beta2))
-
-    def loss_fn(p, b, x, y):
-        with ctx:
-            return functional_call(base, (p, b), (x, y))[1]
-    vg = torch.vmap(grad_and_value(loss_fn))
-
-    def step(X, Y):
-        grads, losses = vg(params, buffers, X, Y)
-        if args.grad_clip:
-            clip_per_seed(grads, args.grad_clip)
-        for n, p in params.items():
-            p.grad = grads[n].contiguous()  # vmap may return strided views; the fused AdamW needs dense
-        opt.step()
-        return losses.detach()
-    return step
-
-
-def plain_trainer(model, args, ctx):
-    """train.py's eager step for one model: forward, backward, clip, AdamW."""
-    opt = model.configure_optimizers(args.weight_decay, args.learning_rate, (args.beta1, args.beta2))
-
-    def step(X, Y):
-        with ctx:
-            _, loss = model(X, Y)
-        loss.backward()
-        if args.grad_clip:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        return loss.detach()
-    return step
-
-
-def batches(data, seeds, it, args, device):
-    xs, ys = zip(*(get_batch(data, batch_rng(s, 0, it, 0), args.batch_size, args.block_size, device) for s in seeds))
-    return torch.stack(xs), torch.stack(ys)
-
-
-def timed(fn, sync):
-    sync()
+def train(args, out_dir, who, extra):
+    """train.py on the config with the benchmark's schedule; returns the process's wall time in seconds."""
+    n = args.max_iters
+    cmd = [sys.executable, os.path.join(HERE, 'train.py'), args.config, who, f'--out_dir={out_dir}',
+           f'--max_iters={n}', f'--lr_decay_iters={n}', f'--eval_interval={n}', f'--eval_iters={args.eval_iters}',
+           f'--log_interval={args.log_interval}', f'--device={args.device}', f'--dtype={args.dtype}', *extra]
     t = time.perf_counter()
-    out = fn()
-    sync()
-    return out, time.perf_counter() - t
+    p = subprocess.run(cmd, cwd=HERE, capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit(f"bench_batched.py: {' '.join(cmd)} failed (exit {p.returncode}):\n{p.stderr.strip()[-2000:]}")
+    return time.perf_counter() - t
+
+
+def read_run(out_dir):
+    with open(os.path.join(out_dir, 'summary.json')) as f:
+        summary = json.load(f)
+    with open(os.path.join(out_dir, 'log.jsonl')) as f:
+        losses = [r['loss'] for r in map(json.loads, f) if r.get('kind') == 'train']
+    return summary, losses
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    ap.add_argument('config', help='a train.py config, e.g. configs/nanogpt_3L.py')
     ap.add_argument('--seeds', nargs='+', type=int, default=[1, 2, 3])
-    ap.add_argument('--dataset', default='shakespeare_char')
-    for k, v in dict(n_layer=3, n_head=8, n_embd=256, block_size=256, batch_size=32, steps=20, warmup=3).items():
-        ap.add_argument(f'--{k}', type=int, default=v)
-    for k, v in dict(learning_rate=1e-3, weight_decay=0.1, beta1=0.9, beta2=0.99, grad_clip=1.0).items():
-        ap.add_argument(f'--{k}', type=float, default=v)
-    ap.add_argument('--attn', default='softmax')
-    ap.add_argument('--symmetric', action='store_true')
-    ap.add_argument('--device', default='cpu')
-    ap.add_argument('--dtype', default='float32', choices=['float32', 'bfloat16'])
-    ap.add_argument('--json', default=None, help='write the losses and timings here')
-    args = ap.parse_args(argv)
-    if args.steps <= args.warmup:
-        ap.error(f'--steps ({args.steps}) must be more than --warmup ({args.warmup}): the timed steps come after it')
-    meta = load_meta(args.dataset)
-    data = load_split(args.dataset, 'train', meta)
-    cfg = GPTConfig(block_size=args.block_size, vocab_size=meta.get('vocab_size', 50304), n_layer=args.n_layer,
-                    n_head=args.n_head, n_embd=args.n_embd, dropout=0.0, bias=False, attn=args.attn,
-                    symmetric=args.symmetric)
-    ctx = autocast_context(args.dtype, args.device.split(':')[0])
-    sync = torch.cuda.synchronize if args.device.startswith('cuda') else (lambda: None)
-    K = len(args.seeds)
-
-    step = batched_trainer(build(args.seeds, cfg, args.device), args, ctx)
-    losses, t_batched = [], []
-    for it in range(args.steps):
-        X, Y = batches(data, args.seeds, it, args, args.device)
-        out, dt = timed(lambda: step(X, Y), sync)
-        losses.append(out.float().cpu().tolist())
-        t_batched.append(dt)
-
-    singles = [plain_trainer(m, args, ctx) for m in build(args.seeds, cfg, args.device)]
-    plain_losses, t_plain = [], []
-    for it in range(args.steps):
-        X, Y = batches(data, args.seeds, it, args, args.device)
-        # the K steps timed as one block, one sync at the end: the host queues model k + 1's kernels while the
-        # device runs model k's, as K processes or a training loop (which syncs every log_interval) would
-        outs, dt = timed(lambda: [single(X[k], Y[k]) for k, single in enumerate(singles)], sync)
-        plain_losses.append([o.float().item() for o in outs])
-        t_plain.append(dt)
-
-    med = lambda ts: sorted(ts[args.warmup:])[len(ts[args.warmup:]) // 2] * 1000  # noqa: E731
-    gap = max(abs(a - b) for ra, rb in zip(losses, plain_losses) for a, b in zip(ra, rb))
-    result = dict(seeds=args.seeds, device=args.device, dtype=args.dtype, n_layer=args.n_layer, n_embd=args.n_embd,
-                  batch_size=args.batch_size, block_size=args.block_size, attn=args.attn, symmetric=args.symmetric,
-                  losses=losses, plain_losses=plain_losses, max_abs_loss_gap=gap,
-                  ms_batched=med(t_batched), ms_plain_k=med(t_plain), torch=torch.__version__)
-    print(f"{K} seeds, {args.steps} steps on {args.device} ({args.dtype}): largest |batched - plain| loss "
-          f"{gap:.2e}; batched step {result['ms_batched']:.1f} ms, {K} plain steps {result['ms_plain_k']:.1f} ms "
-          f"({result['ms_plain_k'] / result['ms_batched']:.2f}x)")
+    ap.add_argument('--max_iters', type=int, default=200)
+    ap.add_argument('--eval_iters', type=int, default=20)
+    ap.add_argument('--log_interval', type=int, default=10)
+    ap.add_argument('--device', default='auto')
+    ap.add_argument('--dtype', default='float32', choices=['float32', 'bfloat16', 'auto'])
+    ap.add_argument('--json', default=None, help='write the timings and losses here')
+    ap.add_argument('--keep', default=None, help='train into this folder and keep it (default: a scratch folder)')
+    args, extra = ap.parse_known_args(argv)
+    extra = [a for a in extra if a != '--']
+    if len(set(args.seeds)) != len(args.seeds):
+        ap.error(f"--seeds {args.seeds} names a seed twice")
+    if args.max_iters < 2 * args.log_interval:
+        ap.error(f"--max_iters ({args.max_iters}) must be at least twice --log_interval ({args.log_interval}): "
+                 f"tokens/s leaves out the first log window")
+    root = args.keep or tempfile.mkdtemp(prefix='bench_batched_')
+    try:
+        K = len(args.seeds)
+        t_group = train(args, os.path.join(root, 'group_s{seed}'), f"--seeds={' '.join(map(str, args.seeds))}", extra)
+        t_alone = [train(args, os.path.join(root, f'alone_s{s}'), f'--seed={s}', extra) for s in args.seeds]
+        group = [read_run(os.path.join(root, f'group_s{s}')) for s in args.seeds]
+        alone = [read_run(os.path.join(root, f'alone_s{s}')) for s in args.seeds]
+    finally:
+        if args.keep is None:
+            shutil.rmtree(root, ignore_errors=True)
+    gap = max(abs(a - b) for (_, la), (_, lb) in zip(group, alone) for a, b in zip(la, lb))
+    tok_group = sum(s['tokens_per_sec'] for s, _ in group)
+    tok_alone = sum(s['tokens_per_sec'] for s, _ in alone) / K
+    result = dict(config=args.config, seeds=args.seeds, max_iters=args.max_iters, extra=extra,
+                  device=group[0][0]['device'], dtype=group[0][0]['dtype'], compile=group[0][0]['compile'],
+                  wall_s_group=t_group, wall_s_alone=t_alone, tokens_per_sec_group=tok_group,
+                  tokens_per_sec_alone=tok_alone, max_abs_loss_gap=gap,
+                  mfu_note='tokens/s x flops per token / peak: train.py logs each seed\'s share (log.jsonl mfu)',
+                  losses_group=[l for _, l in group], losses_alone=[l for _, l in alone])
+    print(f"{K} seeds of {args.config}, {args.max_iters} steps on {result['device']} ({result['dtype']}, compile "
+          f"{result['compile']}): one batched process {t_group:.1f} s, {K} separate runs {sum(t_alone):.1f} s "
+          f"({sum(t_alone) / t_group:.2f}x); tokens/s {tok_group:,.0f} batched against {tok_alone:,.0f} a separate "
+          f"run ({tok_group / tok_alone:.2f}x); largest |batched - separate| training loss {gap:.2e}")
     if args.json:
-        with open(args.json, 'w') as f:
-            json.dump(result, f, indent=1)
+        write_json(args.json, result)
     return result
 
 

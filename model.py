@@ -152,11 +152,14 @@ class Dropout(nn.Module):
     def __init__(self, p):
         super().__init__()
         self.p = p
+        # True: torch's own dropout on every device. train.py's SeedStack sets it, because torch.vmap batches that
+        # (randomness='different': each seed its own masks) and cannot batch the CPU path's in-place draws
+        self.plain = False
 
     def forward(self, x):
         if not self.training or self.p == 0.0:
             return x
-        if x.device.type != 'cpu':
+        if x.device.type != 'cpu' or self.plain:
             return F.dropout(x, self.p, training=True)
         drop, scale = self.cpu_mask(x.shape, x.device)
         return _ScaleMasked.apply(x, drop, scale)
@@ -391,7 +394,7 @@ class SelfAttention(nn.Module):
         keep = None  # SDPA's boolean mask, True where query i may attend to key j
         if no_diag:  # mask_self without a causal mask: query i loses key i (softmax-1: key i + 1, after the zero key)
             keep = torch.arange(Tk, device=q.device) != torch.arange(Tq, device=q.device)[:, None] + (Tk - Tq)
-        if self.training and self.dropout > 0 and q.device.type == 'cpu':
+        if self.training and self.dropout > 0 and q.device.type == 'cpu' and not self.attn_dropout.plain:
             # With dropout_p > 0 SDPA leaves its fused CPU kernel for a math path that draws a random double per
             # weight and keeps every weight for the backward. _Attend is that math path blocked, with the cheaper
             # masks of Dropout; like SDPA's, it computes in at least fp32 (autocast would run it in bf16).

@@ -304,7 +304,7 @@ def fmt_p(p):
 # them (train.py's FREE_ON_RESUME with the per-run seed; a test keeps the two equal)
 FREE_KEYS = ('seed', 'out_dir', 'init_from', 'eval_only', 'device', 'dtype', 'compile', 'compile_mode', 'cuda_graph',
              'wandb_log', 'wandb_project', 'wandb_run_name', 'wandb_mode', 'log_interval', 'always_save_checkpoint',
-             'ckpt_interval', 'resume_strict')
+             'ckpt_interval', 'resume_strict', 'seeds')
 # the keys every run of a sweep shares, whatever its variant: the schedule and the data (the title's Setup line)
 SETUP_KEYS = ('dataset', 'causal', 'max_iters', 'lr_decay_iters', 'warmup_iters', 'learning_rate', 'min_lr',
               'dropout', 'batch_size', 'block_size', 'n_embd', 'n_head', 'eval_interval', 'eval_iters')
@@ -830,9 +830,9 @@ def render(root):
     runs = load_runs(root)
     if not runs:
         raise SystemExit(f"report.py: no run folders (<variant>_<depth>_s<seed>) in {root}")
-    text = markdown(runs)
+    text, data = markdown(runs), plot_data(runs)  # everything computed before anything is written
     write_text(os.path.join(root, 'results.md'), text)
-    plots(plot_data(runs), root)
+    plots(data, root)
     return text
 
 
@@ -855,4 +855,8 @@ if __name__ == '__main__':
         else:
             print(render(args.sweep[0]), end='')
     except (ValueError, OSError) as e:  # a corrupt log.jsonl (its message names the file and line), a full disk
-        raise SystemExit(f"report.py: {e}; the folder's earlier results.md and plots are as they were") from None
+        if os.environ.get('REPORT_DEBUG'):
+            raise
+        raise SystemExit(f"report.py: {e}; " + (
+            "each file is written whole, so one not written is as it was" if isinstance(e, OSError) else
+            "nothing was written (REPORT_DEBUG=1 shows the traceback)")) from None

@@ -1,5 +1,5 @@
 """ablate.sh end to end on a tiny profile, and report.py on hand-written summaries."""
-import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -561,26 +561,31 @@ def test_launches_at_once_with_other_settings_into_one_new_sweep_leave_one_setti
     wrapper, log = tmp_path / 'python', tmp_path / 'calls.log'
     wrapper.write_text(f"#!/bin/sh\ncase \"$*\" in *train.py*) echo \"$*\" >> {log} ;; esac\nexit 0\n")
     wrapper.chmod(0o755)
-    # a gate just before the check: ablate.sh sorts the settings it is about to check, and this sort waits on a
-    # fifo until all six have come to it, so that they reach the check together, not one by one
+    # a gate just before the check: ablate.sh sorts the settings it is about to check, and this sort waits for a
+    # lock the test holds until all six have come to it; releasing it wakes them at once, so that they reach the
+    # check together, not one by one. (A lock, not a fifo: a reader that opened the fifo after its writer had come
+    # and gone waited for ever; a late one here passes at once.)
     gate, bin_dir = tmp_path / 'gate', tmp_path / 'bin'
-    os.mkfifo(gate)
     bin_dir.mkdir()
-    (bin_dir / 'sort').write_text(f"#!/bin/sh\ntouch {tmp_path}/arrived.$$\ncat {gate} >/dev/null\n"
+    (bin_dir / 'sort').write_text(f"#!/bin/sh\ntouch {tmp_path}/arrived.$$\nflock -s {gate} true\n"
                                   f"exec {shutil.which('sort')} \"$@\"\n")
     (bin_dir / 'sort').chmod(0o755)
     env = dict(os.environ, RUNS_DIR=str(tmp_path), PYTHON=str(wrapper), PROFILE='demo', VARIANTS='nanogpt',
                SWEEP='s', PATH=f"{bin_dir}:{os.environ['PATH']}")
+    held = open(gate, 'w')
+    fcntl.flock(held, fcntl.LOCK_EX)
     procs = [subprocess.Popen(['bash', os.path.join(ROOT, 'ablate.sh'), f'--dropout=0.{i}'], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(1, 7)]
     deadline = time.time() + 60
     while len(list(tmp_path.glob('arrived.*'))) < 6 and time.time() < deadline:
         time.sleep(0.05)
-    # opening the fifo lets every waiting reader through at once, and closing it ends their reads (non-blocking:
-    # where none waits, a failed launch, the open fails instead of hanging and the asserts below say why)
-    with contextlib.suppress(OSError):
-        os.close(os.open(gate, os.O_WRONLY | os.O_NONBLOCK))
-    rcs = [p.wait(timeout=120) for p in procs]
+    time.sleep(0.2)  # from touching arrived to waiting on the lock
+    held.close()  # releases the lock: every waiting sort goes on at once
+    try:
+        rcs = [p.wait(timeout=120) for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
     assert sorted(rcs) == [0, 2, 2, 2, 2, 2], [p.stderr.read() for p in procs]
     winner = rcs.index(0) + 1
     assert (tmp_path / 's' / 'sweep_settings').read_text().split().count(f'--dropout=0.{winner}') == 1
@@ -656,3 +661,53 @@ def test_ablate_refuses_sequential_windows_on_record_datasets(tmp_path):
     p = subprocess.run(['bash', os.path.join(ROOT, 'ablate.sh')], env=env, capture_output=True, text=True, timeout=120)
     assert p.returncode == 2 and 'PROFILE=sink trains on fixed-length records' in p.stderr, p.stderr
     assert not any(tmp_path.iterdir())
+
+
+def test_ablate_batch_seeds_groups_a_configs_fresh_seeds_into_one_process(tmp_path):
+    """BATCH_SEEDS=1: the seeds of a config that start from scratch run as one train.py --seeds='...' with out_dir
+    <config>_s{seed}; a run to resume runs alone, first, and a finished one is skipped. The group's output reaches
+    each of its folders' train.log, and a failed group marks each folder FAILED. NPROC>1 is refused."""
+    wrapper, log = tmp_path / 'python', tmp_path / 'calls.log'
+    wrapper.write_text(f"#!/bin/sh\ncase \"$*\" in *train.py*) echo \"$*\" >> {log}; echo \"console of $*\" ;; esac\n"
+                       "case \"$*\" in *'--seeds=1 3'*) exit 1 ;; esac\nexit 0\n")
+    wrapper.chmod(0o755)
+    root = tmp_path / 's'
+    for name, f in (('diff_3L_s2', 'ckpt.pt'), ('nanogpt_3L_s3', 'summary.json')):
+        (root / name).mkdir(parents=True)
+        (root / name / f).write_text('{}')
+    env = dict(os.environ, RUNS_DIR=str(tmp_path), PYTHON=str(wrapper), PROFILE='demo', SWEEP='s', SEEDS='1 2 3',
+               VARIANTS='nanogpt diff', BATCH_SEEDS='1')
+    p = subprocess.run(['bash', os.path.join(ROOT, 'ablate.sh')], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 1, p.stdout + p.stderr  # the diff group failed
+    calls = log.read_text().splitlines()
+    assert len(calls) == 3
+    assert '--seed=2' in calls[0].split() and '--init_from=resume' in calls[0] and 'diff_3L.py' in calls[0]
+    assert f'--seeds=1 2 --out_dir={root}/nanogpt_3L_s{{seed}}' in calls[1] and '--seed=' not in calls[1]
+    assert f'--seeds=1 3 --out_dir={root}/diff_3L_s{{seed}}' in calls[2]
+    for s in (1, 2):
+        assert 'console of train.py configs/nanogpt_3L.py' in (root / f'nanogpt_3L_s{s}' / 'train.log').read_text()
+        assert not (root / f'nanogpt_3L_s{s}' / 'FAILED').exists()
+    for s in (1, 3):
+        assert (root / f'diff_3L_s{s}' / 'FAILED').read_text().strip() == '1'
+    assert not (root / 'diff_3L_s2' / 'FAILED').exists()
+    assert '2 failed' in p.stdout  # counted per run folder
+    env.update(NPROC='2')
+    p = subprocess.run(['bash', os.path.join(ROOT, 'ablate.sh')], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 2 and 'BATCH_SEEDS' in p.stderr and 'NPROC' in p.stderr
+
+
+def test_ablate_batch_seeds_trains_each_seed_into_its_own_finished_run(tmp_path):
+    """BATCH_SEEDS=1 end to end, with train.py: two seeds as one process, each a finished run of its own with its
+    train.log, that report.py counts as two seeds; a re-launch skips both."""
+    out = sweep(tmp_path, VARIANTS='diff_sym', DEPTHS='3L', SEEDS='1 2', BATCH_SEEDS='1')
+    root = tmp_path / 't'
+    assert out.count('done   ') == 1 and '(seeds 1 2, one model)' in out
+    for s in (1, 2):
+        summary = json.load(open(root / f'diff_sym_3L_s{s}' / 'summary.json'))
+        assert summary['finished'] and summary['config']['seed'] == s and summary['config']['seeds'] == '1 2'
+        assert 'seeds 1 2 as one batched model' in (root / f'diff_sym_3L_s{s}' / 'train.log').read_text()
+    assert '| 3L | gpt+Diff+Sym | 1, 2 |' in (root / 'results.md').read_text()  # one cell, two seeds
+    out = sweep(tmp_path, VARIANTS='diff_sym', DEPTHS='3L', SEEDS='1 2', BATCH_SEEDS='1')
+    assert out.count('skip   ') == 2 and 'run    ' not in out

@@ -455,19 +455,28 @@ def test_cpu_info_reads_the_vendor(tmp_path):
     assert (hardware.cpu_info(str(f))['vendor'], hardware.cpu_info(str(f))['bf16']) == ('GenuineIntel', ['avx512_bf16'])
 
 
-def _rank_dtype(rank, init, out):
+def _rank_dtype(rank, port, out):
+    """One DDP rank of setup_processes with dtype=auto, on a 'node' whose processor picks rank 1 bf16, rank 0 fp32."""
     import torch.distributed as dist
-    dist.init_process_group('gloo', init_method=init, rank=rank, world_size=2)
-    try:  # the two ranks timed differently: rank 1 would train in bf16, rank 0 in fp32
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE='2', MASTER_ADDR='127.0.0.1',
+                      MASTER_PORT=str(port))
+    train.pick_dtype = lambda dtype, device_type: ['float32', 'bfloat16'][rank]
+    env = train.setup_processes(train.parse_config(['--device=cpu', '--gradient_accumulation_steps=2']))
+    try:
         with open(os.path.join(out, f'rank{rank}'), 'w') as f:
-            f.write(train.rank0_dtype(['float32', 'bfloat16'][rank]))
+            f.write(f"{env.dtype} {type(env.autocast).__name__}")
     finally:
         dist.destroy_process_group()
 
 
 def test_ddp_ranks_train_in_rank0s_dtype(tmp_path):
-    torch.multiprocessing.spawn(_rank_dtype, args=(f'file://{tmp_path}/rendezvous', str(tmp_path)), nprocs=2)
-    assert [(tmp_path / f'rank{r}').read_text() for r in (0, 1)] == ['float32', 'float32']
+    """setup_processes: nodes whose processors differ still train in one precision, rank 0's, autocast included."""
+    import socket
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        port = s.getsockname()[1]
+    torch.multiprocessing.spawn(_rank_dtype, args=(port, str(tmp_path)), nprocs=2)
+    assert [(tmp_path / f'rank{r}').read_text() for r in (0, 1)] == ['float32 nullcontext'] * 2
 
 
 # --- the GPU step (issue #28), what the CPU can check: the CUDA-graph path itself is in tests/test_cuda.py
@@ -532,24 +541,91 @@ def test_a_tensor_learning_rate_set_in_place_equals_a_float_one():
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)  # an update is ~1e-3
 
 
-def test_batched_seeds_prototype_logs_what_separate_runs_log(tmp_path):
-    """bench_batched.py (issue #28's prototype): K seeds stacked into one vmapped model, one AdamW over the stacked
-    weights, clipping per seed, each seed its own batches. In fp32 without dropout, seed s's losses equal those
-    of `train.py --seed=s` to 1e-5, with clipping active (grad_clip=0.5 is below these gradients' norms)."""
-    import bench_batched
-    common = dict(n_layer=2, n_head=4, n_embd=64, block_size=32, batch_size=8, learning_rate=1e-3, grad_clip=0.5)
-    steps, seeds = 6, (1, 2)
-    r = bench_batched.main([*(f'--{k}={v}' for k, v in common.items()), f'--steps={steps}', '--warmup=1',
-                            '--seeds', *map(str, seeds)])
-    for k, seed in enumerate(seeds):
-        out = tmp_path / f's{seed}'
-        run_train(out, *(f'--{k}={v}' for k, v in common.items()), '--bias=False', '--decay_lr=False',
-                  f'--max_iters={steps}', f'--eval_interval={steps}', f'--seed={seed}')
-        logged = [rec['loss'] for rec in read_log(out) if rec['kind'] == 'train']
-        batched = [row[k] for row in r['losses']]
-        assert len(logged) == steps and max(abs(a - b) for a, b in zip(logged, batched)) < 1e-5
-    assert r['losses'][0][0] != r['losses'][0][1]  # two seeds, two models
-    assert r['max_abs_loss_gap'] < 1e-5
+SEEDS_RUN = [*TINY, '--max_iters=6', '--lr_decay_iters=6', '--eval_interval=3', '--attn=diff', '--grad_clip=0.5',
+             '--learning_rate=1e-3', '--gradient_accumulation_steps=2']
+
+
+def test_seeds_train_as_one_batched_model_and_each_logs_what_its_own_run_logs(tmp_path):
+    """seeds='1 2' (issue #28): the two seeds as one vmapped model, in fp32 without dropout, with clipping active
+    (0.5 is below these gradients' norms) and two micro-batches, log what `--seed=s` logs to 1e-5, each into its own
+    folder with an ordinary run's files; a seed's checkpoint holds its own weights, not the stack's."""
+    assert train.main([*SEEDS_RUN, '--seeds=1 2', f'--out_dir={tmp_path}/group_s{{seed}}']) == 0
+    logs = {}
+    for s in (1, 2):
+        group, alone = tmp_path / f'group_s{s}', tmp_path / f'alone_s{s}'
+        assert train.main([*SEEDS_RUN, f'--seed={s}', f'--out_dir={alone}']) == 0
+        a, b = read_log(group), read_log(alone)
+        assert [(r['iter'], r['kind']) for r in a] == [(r['iter'], r['kind']) for r in b]
+        for ra, rb in zip(a, b):
+            for k in ra:
+                if k == 'loss' or k.endswith('_loss') or k.startswith('lambda/'):
+                    assert abs(ra[k] - rb[k]) < 1e-5, (k, ra, rb)
+        summary = json.load(open(group / 'summary.json'))
+        assert summary['finished'] and summary['config']['seed'] == s and summary['config']['out_dir'] == str(group)
+        assert {f.name for f in group.iterdir()} >= {'ckpt.pt', 'best.pt', 'log.jsonl', 'summary.json'}
+        for name in ('ckpt.pt', 'best.pt'):  # not twice the size: a view of the stack would save all of it
+            assert abs(os.path.getsize(group / name) / os.path.getsize(alone / name) - 1) < 0.01
+        mg, _ = load_checkpoint(str(group / 'ckpt.pt'))
+        ma, _ = load_checkpoint(str(alone / 'ckpt.pt'))
+        for (n, p), q in zip(mg.state_dict().items(), ma.state_dict().values()):
+            torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5, msg=n)
+        logs[s] = [r['loss'] for r in a if r['kind'] == 'train']
+    assert logs[1] != logs[2]  # two seeds, two runs
+
+
+def test_seeds_resume_exactly_with_dropout_and_a_seed_continues_alone(tmp_path):
+    """A group stopped at 4 and resumed logs what the uninterrupted group logs, dropout included (the group's masks
+    are a function of its seeds and the iteration); a group's checkpoint is an ordinary run's: one seed resumes it
+    alone with plain --seed."""
+    common = [*TINY, '--max_iters=8', '--lr_decay_iters=8', '--eval_interval=4', '--dropout=0.1', '--seeds=1 2']
+    assert train.main([*common, f'--out_dir={tmp_path}/straight_s{{seed}}']) == 0
+    assert train.main([*common, '--max_iters=4', f'--out_dir={tmp_path}/split_s{{seed}}']) == 0
+    assert train.main([*common, f'--out_dir={tmp_path}/split_s{{seed}}', '--init_from=resume']) == 0
+    for s in (1, 2):
+        a, b = read_log(tmp_path / f'straight_s{s}'), read_log(tmp_path / f'split_s{s}')
+        assert [(r['iter'], r['kind']) for r in a] == [(r['iter'], r['kind']) for r in b]
+        for ra, rb in zip(a, b):
+            key = 'loss' if ra['kind'] == 'train' else 'val_loss'
+            assert ra[key] == rb[key], (ra, rb)
+    one = [a for a in common if not a.startswith('--seeds=')]
+    out = tmp_path / 'straight_s1'
+    assert train.main([*one, '--seed=1', f'--out_dir={out}', '--init_from=resume', '--max_iters=10']) == 0
+    assert read_log(out)[-1]['iter'] == 10 and json.load(open(out / 'summary.json'))['iter'] == 10
+
+
+@pytest.mark.parametrize('dropout', [0.0, 0.5])
+def test_seeds_draw_independent_dropout_masks(dropout):
+    """Two rows of one stack with the same weights and the same batches: their losses differ exactly when dropout
+    draws masks, so each seed of a group has masks of its own (vmap's randomness='different')."""
+    cfg = train.parse_config([*TINY, f'--dropout={dropout}', '--vocab_size=65', '--max_iters=2'])
+    env = train.setup_processes(cfg)
+    states = [train.setup_model(cfg, env, {}) for _ in range(2)]  # both seeded with cfg['seed']: equal weights
+    stack = train.SeedStack(cfg, env, states, [cfg['seed']] * 2)
+    losses = stack.step(dict(tokens=np.arange(10_000, dtype=np.uint16) % 65, record_len=None, bos=None))
+    assert states[0].iter_num == states[1].iter_num == 1
+    assert (losses[0] != losses[1]) == (dropout > 0), losses
+
+
+def test_seeds_refusals(tmp_path, monkeypatch):
+    """What a group of seeds cannot be, refused before anything is made, each with what to do instead."""
+    base = [*TINY, f'--out_dir={tmp_path}/r_s{{seed}}']
+    for args, match in [(['--seeds=1 x'], 'should be integers'), (['--seeds=1 1'], 'names a seed twice'),
+                        (['--seeds=1 2', f'--out_dir={tmp_path}/r'], "needs '{seed}'"),
+                        (['--seeds=1 2', '--init_from=resume', '--eval_only=True'], 'own --out_dir'),
+                        (['--seeds=1 2', '--cuda_graph=True'], 'cuda_graph')]:
+        with pytest.raises(ValueError, match=match):
+            train.parse_config([*base, *args])
+    monkeypatch.setenv('RANK', '0')
+    with pytest.raises(ValueError, match='torchrun'):
+        train.main([*base, '--seeds=1 2'])
+    monkeypatch.delenv('RANK')
+    # checkpoints at different iterations: the group cannot step together
+    assert train.main([*base, '--seeds=1 2', '--max_iters=2', '--lr_decay_iters=4']) == 0
+    assert train.main([*base, '--seed=1', f'--out_dir={tmp_path}/r_s1', '--max_iters=3', '--lr_decay_iters=4',
+                       '--init_from=resume']) == 0
+    with pytest.raises(ValueError, match=r"iterations \{1: 3, 2: 2\}"):
+        train.main([*base, '--seeds=1 2', '--max_iters=4', '--lr_decay_iters=4', '--init_from=resume'])
+    assert not list(tmp_path.glob('*/.lock'))  # every folder the refused group opened is released
 
 
 # --- checkpoints, wandb, sampling
@@ -739,15 +815,18 @@ def test_resume_refuses_changed_training_settings_unless_given_explicitly(tmp_pa
     s = json.load(open(out / 'summary.json'))
     assert s['iter'] == 6 and s['config']['lr_decay_iters'] == 60
 
+
 def test_resume_refuses_a_changed_bos_and_eval_only_needs_a_checkpoint(tmp_path):
     """bos adds a token id the model was or was not built with: changing it on resume ended in an IndexError deep
-    in the embedding, even given on purpose. eval_only from scratch scored untrained weights as if a run's; on
+    in the embedding, even given on purpose, and with eval_only. eval_only from scratch scored untrained weights as if a run's; on
     a checkpoint it evaluates whatever the schedule given, even one that ends before the checkpoint."""
     out = tmp_path / 'o'
     run_train(out, '--max_iters=4', '--eval_interval=2')
     p = run_train(out, '--max_iters=6', '--eval_interval=2', '--init_from=resume', '--bos=True', check=False)
     assert p.returncode == 1 and 'bos cannot change on resume' in p.stderr and '--bos=False' in p.stderr, p.stderr
     assert load_checkpoint(str(out / 'ckpt.pt'))[1]['iter_num'] == 4
+    p = run_train(out, '--init_from=resume', '--eval_only=True', '--bos=True', check=False)
+    assert p.returncode == 1 and 'bos cannot change on resume' in p.stderr, p.stderr
     p = run_train(tmp_path / 'new', '--eval_only=True', check=False)
     assert p.returncode == 1 and 'add --init_from=resume' in p.stderr and not (tmp_path / 'new').exists(), p.stderr
     p = run_train(out, '--max_iters=2', '--init_from=resume', '--eval_only=True')
