@@ -106,6 +106,12 @@ JOBS=${JOBS:-1}
 case "$JOBS" in ''|*[!0-9]*|0) echo "ablate.sh: JOBS=$JOBS must be a whole number of runs at once, 1 or more" >&2; exit 2 ;; esac
 ANALYZE=${ANALYZE:-0}
 case "$ANALYZE" in 0|1) ;; *) echo "ablate.sh: ANALYZE=$ANALYZE is not one of: 0 1" >&2; exit 2 ;; esac
+BATCH_SEEDS=${BATCH_SEEDS:-0}
+case "$BATCH_SEEDS" in 0|1) ;; *) echo "ablate.sh: BATCH_SEEDS=$BATCH_SEEDS is not one of: 0 1" >&2; exit 2 ;; esac
+if [ "$BATCH_SEEDS" = 1 ] && { [ "$NPROC" -gt 1 ] || [ "${SLURM:-0}" = 1 ]; }; then
+  echo "ablate.sh: BATCH_SEEDS=1 trains a config's seeds in one process; NPROC>1 (torchrun) and SLURM=1 (one run a" \
+       "task) run each seed on its own: drop BATCH_SEEDS" >&2; exit 2
+fi
 SEEDS=${SEEDS:-1337}
 [ "$PROFILE" = demo ] && VARIANTS=${VARIANTS:-"nanogpt diff sym diff_sym norm_sym"}  # the seed's five
 [ "$PROFILE" = gpt2 ] && VARIANTS=${VARIANTS:-"nanogpt diff diff_sym sym gated softmax1 sym_noself"}
@@ -208,7 +214,7 @@ FREE_KEYS="out_dir init_from eval_only device dtype compile compile_mode cuda_gr
 FREE=" $(echo $FREE_KEYS) "  # on one line
 for a in "$@"; do  # what the sweep sets per run
   case "$a" in
-    --seed=*|--out_dir=*|--init_from=*)
+    --seed=*|--seeds=*|--out_dir=*|--init_from=*)
       echo "ablate.sh: ${a%%=*} is the sweep's to set (each run's seed comes from SEEDS, its folder and resume from" \
            "the sweep): drop it from the extra arguments" >&2; exit 2 ;;
   esac
@@ -283,33 +289,27 @@ if [ -n "$TASK" ]; then  # Slurm gives the task its GPUs (CUDA_VISIBLE_DEVICES),
   RUNS=("$run"); JOBS=1
 fi
 
-BATCH_SEEDS=${BATCH_SEEDS:-0}
-case "$BATCH_SEEDS" in
-  0) ;;
-  1) if [ "$NPROC" -gt 1 ] || [ -n "$TASK" ]; then
-       echo "ablate.sh: BATCH_SEEDS=1 trains a config's seeds in one process; NPROC>1 (torchrun) and SLURM=1 (one" \
-            "run a task) run each seed on its own: drop BATCH_SEEDS" >&2; exit 2
-     fi
-     # a config's seeds that start from scratch, not in use elsewhere, become one entry "cfg <folder with {seed}>
-     # s1,s2,..." (train.py --seeds); the others (finished, to resume, busy) stay single runs, and go first
-     declare -A FRESH=(); ORDER=(); SINGLE=()
-     for run in "${RUNS[@]}"; do
-       read -r cfg dir seed <<< "$run"
-       if [ -f "$dir/summary.json" ] || [ -f "$dir/ckpt.pt" ] ||
-          { [ -f "$dir/.lock" ] && command -v flock >/dev/null && ! flock -n "$dir/.lock" true 2>/dev/null; }; then
-         SINGLE+=("$run"); continue
-       fi
-       [ -n "${FRESH[$cfg]+set}" ] || ORDER+=("$cfg")
-       FRESH[$cfg]+="${FRESH[$cfg]:+,}$seed"
-     done
-     RUNS=("${SINGLE[@]}")
-     for cfg in "${ORDER[@]}"; do
-       seeds=${FRESH[$cfg]}
-       if [[ "$seeds" == *,* ]]; then RUNS+=("$cfg $ROOT/$(basename "$cfg" .py)_s{seed} $seeds")
-       else RUNS+=("$cfg $ROOT/$(basename "$cfg" .py)_s$seeds $seeds"); fi
-     done ;;
-  *) echo "ablate.sh: BATCH_SEEDS=$BATCH_SEEDS is not one of: 0 1" >&2; exit 2 ;;
-esac
+if [ "$BATCH_SEEDS" = 1 ]; then
+  # a config's seeds that start from scratch, not in use elsewhere, become one entry "cfg <folder with {seed}>
+  # s1,s2,..." (train.py --seeds); the others (finished, to resume, failed before, busy) stay single runs, and
+  # go first
+  declare -A FRESH=(); ORDER=(); SINGLE=()
+  for run in "${RUNS[@]}"; do
+    read -r cfg dir seed <<< "$run"
+    if [ -f "$dir/summary.json" ] || [ -f "$dir/ckpt.pt" ] || [ -f "$dir/FAILED" ] ||
+       { [ -f "$dir/.lock" ] && command -v flock >/dev/null && ! flock -n "$dir/.lock" true 2>/dev/null; }; then
+      SINGLE+=("$run"); continue
+    fi
+    [ -n "${FRESH[$cfg]+set}" ] || ORDER+=("$cfg")
+    FRESH[$cfg]+="${FRESH[$cfg]:+,}$seed"
+  done
+  RUNS=("${SINGLE[@]}")
+  for cfg in "${ORDER[@]}"; do
+    seeds=${FRESH[$cfg]}
+    if [[ "$seeds" == *,* ]]; then RUNS+=("$cfg $ROOT/$(basename "$cfg" .py)_s{seed} $seeds")
+    else RUNS+=("$cfg $ROOT/$(basename "$cfg" .py)_s$seeds $seeds"); fi
+  done
+fi
 folders() {  # dir seeds: the run folders of an entry (a group's dir holds {seed}, its seeds a comma list)
   local s; for s in ${2//,/ }; do echo "${1//\{seed\}/$s}"; done
 }

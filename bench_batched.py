@@ -11,7 +11,7 @@ Each training is train.py in its own process, as a sweep runs it (this imports n
 scratch folder that is removed at the end (--keep to keep it). The wall time is the process's, start-up and
 compilation included, as a sweep pays them; tokens/s is train.py's own, without the first log window and the
 evaluations (summary.json), summed over the group's seeds. At dropout 0 in fp32 the group's losses equal the
-separate runs' to ~1e-6 (tests/test_train.py); in bf16 they differ by rounding; with dropout a seed's masks in a
+separate runs' to 1e-5 (tests/test_train.py; TF32 on a GPU rounds more); in bf16 they differ by rounding; with dropout a seed's masks in a
 group are not its separate run's, so the gap says nothing there. A benchmark, not a test.
 """
 import argparse

@@ -477,7 +477,8 @@ def start_wandb(cfg, wandb_id):
     except ImportError:
         raise RunError("wandb_log=True but wandb is not installed: pip install wandb") from None
     try:
-        return wandb.init(project=cfg['wandb_project'], name=cfg['wandb_run_name'] or None, config=cfg,
+        name = cfg['wandb_run_name'] and cfg['wandb_run_name'] + (f"_s{cfg['seed']}" if cfg['seeds'] else '')
+        return wandb.init(project=cfg['wandb_project'], name=name or None, config=cfg,
                           mode=cfg['wandb_mode'], dir=cfg['out_dir'], id=wandb_id,
                           resume='allow' if wandb_id else None,
                           **(dict(reinit='create_new', group=f"seeds {cfg['seeds']}") if cfg['seeds'] else {}))
@@ -497,6 +498,8 @@ class RunLog:
     def __init__(self, cfg, iter_num, wandb_id, active, bar=True):
         self.file = self.wandb = self.bar = self.old_summary = None
         self.active = active
+        self.prefix = f"seed {cfg['seed']}: " if cfg['seeds'] else ''  # a group's runs share one console
+        self.print = print
         if not active:
             return
         if cfg['wandb_log'] and not cfg['eval_only']:  # a look at a checkpoint leaves its run's wandb as it was
@@ -514,9 +517,11 @@ class RunLog:
             summary = run_path(cfg, 'summary.json')
             if cfg['init_from'] == 'resume' and os.path.exists(summary):  # a finished run trained further (a larger
                 self.old_summary = (summary, run_path(cfg, f'summary_at_{iter_num}.json'))  # max_iters)
-        if bar and sys.stderr.isatty() and not cfg['eval_only']:
+        if sys.stderr.isatty() and not cfg['eval_only']:
             from tqdm import tqdm
-            self.bar = tqdm(total=cfg['max_iters'], initial=iter_num, dynamic_ncols=True, desc='train')
+            self.print = tqdm.write  # above the bar (a group's: its first run's)
+            if bar:
+                self.bar = tqdm(total=cfg['max_iters'], initial=iter_num, dynamic_ncols=True, desc='train')
 
     def keep_earlier_log(self, cfg, path):
         """A scratch run in a folder whose log.jsonl is of an earlier run without its ckpt.pt (killed before its
@@ -552,7 +557,7 @@ class RunLog:
 
     def say(self, text):
         if self.active:
-            (self.bar.write if self.bar is not None else print)(text)
+            self.print(self.prefix + text)
 
     def step(self):
         if self.bar is not None:
@@ -974,6 +979,7 @@ def train_seeds(cfg, env, runs, stack, data, stop):
             r.clock.step()
             r.log.step()
         if (it + 1) % cfg['log_interval'] == 0:
+            losses = losses.cpu()  # the sync, in every run's window: each log_step below then reads the host
             for k, r in enumerate(runs):
                 with paused([o for o in runs if o is not r]):
                     log_step(r.cfg, env, r.state, r.log, r.clock, losses[k], lr)
@@ -1246,13 +1252,15 @@ class SeedStack:
             with env.autocast:
                 return functional_call(base, (params, buffers), (X, Y))[1] / env.accum
         grads = torch.vmap(grad_and_value(loss), randomness='different' if cfg['dropout'] > 0 else 'error')
-        self.grads = torch.compile(grads) if env.compile else grads
+        self.grads = torch.compile(grads, mode=cfg['compile_mode']) if env.compile else grads
         self.base = base
 
         def eval_loss(params, buffers, X, Y):
             with env.autocast:
                 return functional_call(base, (params, buffers), (X, Y))[1].float()
-        self.eval_loss = torch.compile(torch.vmap(eval_loss)) if env.compile else torch.vmap(eval_loss)
+        self.eval_loss = torch.vmap(eval_loss)
+        if env.compile:
+            self.eval_loss = torch.compile(self.eval_loss, mode=cfg['compile_mode'])
 
     @torch.no_grad()
     def eval_losses(self, data, stop):
@@ -1475,7 +1483,7 @@ def main_seeds(cfg, argv):
                 c = dict(cfg, seed=s, out_dir=cfg['out_dir'].replace('{seed}', str(s)))
                 try:
                     runs.append(types.SimpleNamespace(cfg=c, run_dir=open_run(c)))
-                except AlreadyFinished as e:
+                except (AlreadyFinished, RunBusy) as e:  # the others train
                     print(e)
             if not runs:
                 return 0
@@ -1488,10 +1496,7 @@ def main_seeds(cfg, argv):
                 if cfg['init_from'] == 'resume':
                     mend_best(r.cfg, r.state)
                 check_causality(r.cfg, env, r.state)
-            at = {r.cfg['seed']: r.state.iter_num for r in runs}
-            if len(set(at.values())) > 1:
-                raise ValueError(f"seeds={cfg['seeds']!r}: the runs' checkpoints are at iterations {at}, and a group "
-                                 f"steps together: resume each alone (--seed=s, its own --out_dir)")
+            cfg = check_group(cfg, runs)
             stack = SeedStack(cfg, env, [r.state for r in runs], [r.cfg['seed'] for r in runs])
             for i, r in enumerate(runs):
                 r.clock = Throughput(r.cfg, env, r.state.raw_model)
@@ -1504,7 +1509,13 @@ def main_seeds(cfg, argv):
                 r.state.clock = r.clock
             stop = StopVote(stop_signal, env)
             try:
-                stopped = train_seeds(cfg, env, runs, stack, data, stop)
+                try:
+                    stopped = train_seeds(cfg, env, runs, stack, data, stop)
+                except FloatingPointError:  # one seed diverged: the others keep what they trained, then the error
+                    for r in runs:
+                        with contextlib.suppress(FloatingPointError):
+                            save_at_stop(r.cfg, env, r.state, r.log)
+                    raise
                 for r in runs:
                     finish(r.cfg, env, r.state, r.log, r.clock, stopped)
             finally:
@@ -1513,6 +1524,22 @@ def main_seeds(cfg, argv):
             for r in runs:
                 r.run_dir.close()
     return 130 if stopped else 0
+
+
+def check_group(cfg, runs):
+    """A group steps together as one model: its runs must be at one iteration, with one architecture (on resume,
+    each checkpoint's). Returns the group's config: the command's training keys and the checkpoints' model keys."""
+    at = {r.cfg['seed']: r.state.iter_num for r in runs}
+    if len(set(at.values())) > 1:
+        raise ValueError(f"seeds={cfg['seeds']!r}: the runs' checkpoints are at iterations {at}, and a group "
+                         f"steps together: resume each alone (--seed=s, its own --out_dir)")
+    models = {r.cfg['seed']: {k: r.cfg[k] for k in MODEL_KEYS} for r in runs}
+    differ = sorted({k for m in models.values() for k in m if m[k] != models[runs[0].cfg['seed']][k]})
+    if differ:
+        raise ValueError(f"seeds={cfg['seeds']!r}: the runs' checkpoints hold different models ("
+                         + '; '.join(f"{k}: " + ', '.join(f"seed {s} {m[k]!r}" for s, m in models.items())
+                                     for k in differ) + "): resume each alone (--seed=s, its own --out_dir)")
+    return dict(cfg, **models[runs[0].cfg['seed']])
 
 
 def cli(argv):

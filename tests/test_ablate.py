@@ -692,10 +692,14 @@ def test_ablate_batch_seeds_groups_a_configs_fresh_seeds_into_one_process(tmp_pa
         assert (root / f'diff_3L_s{s}' / 'FAILED').read_text().strip() == '1'
     assert not (root / 'diff_3L_s2' / 'FAILED').exists()
     assert '2 failed' in p.stdout  # counted per run folder
-    env.update(NPROC='2')
-    p = subprocess.run(['bash', os.path.join(ROOT, 'ablate.sh')], env=env, capture_output=True, text=True,
-                       timeout=120)
-    assert p.returncode == 2 and 'BATCH_SEEDS' in p.stderr and 'NPROC' in p.stderr
+    # refused before anything runs or is submitted: NPROC>1, SLURM=1 (each task would fail), and --seeds among the
+    # extra arguments (the sweep's to set)
+    for extra, args in [(dict(NPROC='2'), []), (dict(SLURM='1'), []), ({}, ['--seeds=4 5'])]:
+        log.unlink(missing_ok=True)
+        p = subprocess.run(['bash', os.path.join(ROOT, 'ablate.sh'), *args], env=dict(env, **extra),
+                           capture_output=True, text=True, timeout=120)
+        assert p.returncode == 2 and ('BATCH_SEEDS' in p.stderr or '--seeds' in p.stderr), p.stderr
+        assert not log.exists()
 
 
 def test_ablate_batch_seeds_trains_each_seed_into_its_own_finished_run(tmp_path):

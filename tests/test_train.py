@@ -580,7 +580,9 @@ def test_seeds_resume_exactly_with_dropout_and_a_seed_continues_alone(tmp_path):
     common = [*TINY, '--max_iters=8', '--lr_decay_iters=8', '--eval_interval=4', '--dropout=0.1', '--seeds=1 2']
     assert train.main([*common, f'--out_dir={tmp_path}/straight_s{{seed}}']) == 0
     assert train.main([*common, '--max_iters=4', f'--out_dir={tmp_path}/split_s{{seed}}']) == 0
-    assert train.main([*common, f'--out_dir={tmp_path}/split_s{{seed}}', '--init_from=resume']) == 0
+    # the resume without --dropout: the group's model settings come from its checkpoints, as a single run's do
+    resume = [a for a in common if a != '--dropout=0.1']
+    assert train.main([*resume, f'--out_dir={tmp_path}/split_s{{seed}}', '--init_from=resume']) == 0
     for s in (1, 2):
         a, b = read_log(tmp_path / f'straight_s{s}'), read_log(tmp_path / f'split_s{s}')
         assert [(r['iter'], r['kind']) for r in a] == [(r['iter'], r['kind']) for r in b]
@@ -625,7 +627,47 @@ def test_seeds_refusals(tmp_path, monkeypatch):
                        '--init_from=resume']) == 0
     with pytest.raises(ValueError, match=r"iterations \{1: 3, 2: 2\}"):
         train.main([*base, '--seeds=1 2', '--max_iters=4', '--lr_decay_iters=4', '--init_from=resume'])
+    # checkpoints of two architectures: one model's code cannot run both
+    other = [f'--out_dir={tmp_path}/m_s{{seed}}', '--max_iters=2', '--lr_decay_iters=4']
+    assert train.main([*TINY, *other[1:], '--seed=1', f'--out_dir={tmp_path}/m_s1']) == 0
+    assert train.main([*TINY, *other[1:], '--seed=2', f'--out_dir={tmp_path}/m_s2', '--n_layer=1']) == 0
+    with pytest.raises(ValueError, match=r"different models \(n_layer: seed 1 2, seed 2 1\)"):
+        train.main([*TINY, *other, '--seeds=1 2', '--max_iters=4', '--init_from=resume'])
     assert not list(tmp_path.glob('*/.lock'))  # every folder the refused group opened is released
+
+
+
+def test_seeds_log_each_seed_to_a_wandb_run_of_its_own(tmp_path):
+    """A group opens one wandb run per seed in its process (reinit='create_new'), each named for its seed, under its
+    own folder: a real offline run each, with its own lambda curves."""
+    pytest.importorskip('wandb')
+    env = dict(os.environ, WANDB_SILENT='true', WANDB_DIR=str(tmp_path))
+    p = subprocess.run([sys.executable, os.path.join(ROOT, 'train.py'), *TINY, '--max_iters=2', '--eval_interval=2',
+                        '--attn=diff', '--seeds=1 2', f'--out_dir={tmp_path}/w_s{{seed}}', '--wandb_log=True',
+                        '--wandb_mode=offline', '--wandb_run_name=t'], cwd=ROOT, capture_output=True, text=True,
+                       env=env, timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    runs = [list((tmp_path / f'w_s{s}' / 'wandb').glob('offline-run-*/run-*.wandb')) for s in (1, 2)]
+    assert [len(r) for r in runs] == [1, 1] and runs[0][0].name != runs[1][0].name
+    for s, (f,) in zip((1, 2), runs):
+        data = f.read_bytes()
+        assert f't_s{s}'.encode() in data and b'lambda/L1/full' in data
+
+def test_a_seed_that_diverges_stops_its_group_and_the_others_keep_what_they_trained(tmp_path, monkeypatch):
+    """A non-finite loss in one seed of a group is an error, as in its own run; the other seeds save ckpt.pt where
+    the group stopped (they would have trained on alone), and resume from there."""
+    check = train.check_finite
+
+    def seed2_diverges_at_5(cfg, env, state, values=None, weights=False):
+        if cfg['seed'] == 2 and state.iter_num == 5:
+            state.first_bad = torch.tensor(4)
+        return check(cfg, env, state, values, weights)
+    monkeypatch.setattr(train, 'check_finite', seed2_diverges_at_5)
+    with pytest.raises(FloatingPointError, match='iteration 5'):
+        train.main([*SEEDS_RUN, '--seeds=1 2', '--max_iters=8', '--lr_decay_iters=8', '--eval_interval=4',
+                    f'--out_dir={tmp_path}/d_s{{seed}}'])
+    assert load_checkpoint(str(tmp_path / 'd_s1' / 'ckpt.pt'))[1]['iter_num'] == 5
+    assert load_checkpoint(str(tmp_path / 'd_s2' / 'ckpt.pt'))[1]['iter_num'] == 4  # its last good eval
 
 
 # --- checkpoints, wandb, sampling
