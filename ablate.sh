@@ -56,7 +56,8 @@
 #   BATCH_SEEDS  0 | 1                        (default 0; 1 trains the seeds of one config that start from
 #                                              scratch as one batched model in one process (train.py's seeds=),
 #                                              one slot for the group, each seed still its own run folder; a run
-#                                              to resume, or one in use elsewhere, runs alone. Meant for GPUs,
+#                                              to resume, one that failed, or one in use elsewhere runs alone.
+#                                              Meant for GPUs,
 #                                              where a small model's step is launch-bound: measure it first
 #                                              (bench_batched.py). With dropout a seed's masks then differ from
 #                                              its separate run's; at dropout 0 its losses are the same)
