@@ -835,10 +835,11 @@ def load_resumed(cfg, path, explicit, master):
             print(f"warning: {k}={cfg[k]!r} ignored: the checkpoint's model has {k}={ckpt['model_args'][k]!r}")
         cfg[k] = ckpt['model_args'][k]
     saved = ckpt.get('config', {})
-    if 'bos' in saved and saved['bos'] != cfg['bos']:  # not even on purpose, nor for a look (eval_only): the BOS
+    # bos cannot change, not even on purpose nor for a look (eval_only): its token is an id of the model's vocabulary
+    if 'bos' in saved and saved['bos'] != cfg['bos']:
         raise ValueError(f"{path} was trained with bos={saved['bos']!r}, and bos cannot change on resume (its token "
                          f"is an id the model's embedding has or lacks): resume with --bos={saved['bos']!r}, or start "
-                         f"a new run in another --out_dir")  # token is an id of the vocabulary the model has
+                         f"a new run in another --out_dir")
     # eval_only looks at the checkpoint, whatever schedule the command line gives: nothing else to refuse
     changed = {} if cfg['eval_only'] else check_resume_config(cfg, saved, explicit, path)
     if master:
@@ -1236,10 +1237,9 @@ class SeedStack:
     def __init__(self, cfg, env, states, seeds):
         self.cfg, self.env, self.states, self.seeds = cfg, env, states, seeds
         models = [st.raw_model for st in states]
-        self.params = {n: torch.stack([dict(m.named_parameters())[n].detach() for m in models])
-                       for n, _ in models[0].named_parameters()}
-        self.buffers = {n: torch.stack([dict(m.named_buffers())[n] for m in models])
-                        for n, _ in models[0].named_buffers()}
+        params, buffers = [dict(m.named_parameters()) for m in models], [dict(m.named_buffers()) for m in models]
+        self.params = {n: torch.stack([p[n].detach() for p in params]) for n in params[0]}
+        self.buffers = {n: torch.stack([b[n] for b in buffers]) for n in buffers[0]}
         for k, m in enumerate(models):
             for n, p in m.named_parameters():
                 p.data = self.params[n][k]  # the optimizer updates seed k's row in place
@@ -1262,6 +1262,13 @@ class SeedStack:
         if env.compile:
             self.eval_loss = torch.compile(self.eval_loss, mode=cfg['compile_mode'])
 
+    def batches(self, data, stream, start=None):
+        """(X, Y) of shape (K, B, T): seed s's batch is batch_rng(s, *stream)'s, the one its own run draws."""
+        cfg = self.cfg
+        return (torch.stack(t) for t in zip(*(get_batch(data, batch_rng(s, *stream), cfg['batch_size'],
+                                                        cfg['block_size'], self.env.device, start)
+                                              for s in self.seeds)))
+
     @torch.no_grad()
     def eval_losses(self, data, stop):
         """estimate_loss() for every seed at once, each on its own run's eval batches: a dict of train and val loss
@@ -1272,9 +1279,7 @@ class SeedStack:
         try:
             for split_id, split in enumerate(data):
                 for k in range(cfg['eval_iters']):
-                    X, Y = (torch.stack(t) for t in zip(*(
-                        get_batch(split, batch_rng(s, 1, split_id, k), cfg['batch_size'], cfg['block_size'],
-                                  env.device) for s in self.seeds)))
+                    X, Y = self.batches(split, (1, split_id, k))
                     losses[:, split_id, k] = self.eval_loss(self.params, self.buffers, X, Y)
                     if stop.poll():
                         return None
@@ -1288,9 +1293,7 @@ class SeedStack:
         cfg, env, it = self.cfg, self.env, self.states[0].iter_num
         total, loss_sum = None, 0.0
         for m in range(env.accum):
-            X, Y = (torch.stack(t) for t in zip(*(
-                get_batch(data, batch_rng(s, 0, it, m), cfg['batch_size'], cfg['block_size'], env.device,
-                          sequential_start(cfg, it, m, env.accum)) for s in self.seeds)))
+            X, Y = self.batches(data, (0, it, m), sequential_start(cfg, it, m, env.accum))
             seed_torch(0, 3, it, m, *self.seeds)  # the group's masks (see above)
             grads, losses = self.grads(self.params, self.buffers, X, Y)
             total = grads if total is None else {n: total[n] + grads[n] for n in grads}
