@@ -114,6 +114,10 @@ if [ "$BATCH_SEEDS" = 1 ] && { [ "$NPROC" -gt 1 ] || [ "${SLURM:-0}" = 1 ]; }; t
        "task) run each seed on its own: drop BATCH_SEEDS" >&2; exit 2
 fi
 SEEDS=${SEEDS:-1337}
+for s in $SEEDS; do  # a comma list (SEEDS=1,2) would name one folder nanogpt_3L_s1,2
+  case "$s" in *[!0-9]*) echo "ablate.sh: SEEDS=\"$SEEDS\" must be whole numbers separated by spaces, e.g." \
+                              "SEEDS=\"1 2 3\"" >&2; exit 2 ;; esac
+done
 [ "$PROFILE" = demo ] && VARIANTS=${VARIANTS:-"nanogpt diff sym diff_sym norm_sym"}  # the seed's five
 [ "$PROFILE" = gpt2 ] && VARIANTS=${VARIANTS:-"nanogpt diff diff_sym sym gated softmax1 sym_noself"}
 [ "$PROFILE" = sink ] && VARIANTS=${VARIANTS:-"nanogpt softmax1 gated gated_headwise orthoadam softmax1_orthoadam"}
@@ -205,7 +209,6 @@ for d in $DEPTHS; do
 done
 SWEEP=${SWEEP:-${DATA}_$PROFILE$SUFFIX}
 ROOT=${RUNS_DIR:-runs}/$SWEEP
-mkdir -p "$ROOT"
 # The settings its runs share: the profile's schedule and the extra --key=value (the last of a key wins, as in
 # train.py), less the keys that only say where and how a run is computed (train.py's FREE_ON_RESUME, which a test
 # keeps equal to this list). Kept in $ROOT/sweep_settings; a launch with other settings is refused, since
@@ -220,6 +223,28 @@ for a in "$@"; do  # what the sweep sets per run
            "the sweep): drop it from the extra arguments" >&2; exit 2 ;;
   esac
 done
+# every config of the sweep with the profile's schedule and the extra arguments, checked as train.py checks them
+# (keys, types, ranges, the model), before the sweep keeps anything: a typo (--dropuot=0.1) stops here, not in each
+# run after sweep_settings has recorded it (a sweep that refuses its corrected command)
+CONFIGS=()
+for depth in $DEPTHS; do for variant in $VARIANTS; do
+  [ -f "configs/${variant}_${depth}.py" ] && CONFIGS+=("configs/${variant}_${depth}.py")
+done; done
+"$PYTHON" -c '
+import sys
+n = sys.argv.index("--")
+try:
+    import train
+except ImportError as e:  # e.g. a Slurm login node without the environment: the runs check them
+    print(f"ablate.sh: the arguments are not checked here ({e}); each run checks them", file=sys.stderr)
+    sys.exit(0)
+for cfg in sys.argv[1:n]:
+    try:
+        train.parse_config([cfg, *sys.argv[n + 1:]])
+    except (ValueError, OSError) as e:
+        sys.exit(f"ablate.sh: {cfg} with the extra arguments and the profile'"'"'s schedule: {e}")
+' "${CONFIGS[@]}" -- "${SCHEDULE[@]}" "$@" >/dev/null || exit 2  # (a config's notes on stdout: once a run)
+mkdir -p "$ROOT"
 declare -A SETTING=()
 for a in "${SCHEDULE[@]}" "$@"; do
   k=${a%%=*}; k=${k#--}

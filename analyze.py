@@ -18,7 +18,8 @@ Per layer and overall, on `eval_iters` validation batches:
   - quantization penalty: val loss and perplexity in full precision and with every Linear weight rounded to int8
     and to int4 (symmetric, per output channel, absmax scale, round to nearest), and the differences
 Writes analysis.json in the run folder, prints a markdown report, and with matplotlib writes
-attention_maps.png (every layer's head-averaged map for one sample).
+attention_maps.png (every layer's head-averaged map for one sample); of another checkpoint than ckpt.pt
+(--ckpt=RUN/best.pt), analysis_best.json and attention_maps_best.png beside them.
 """
 import argparse
 import copy
@@ -265,10 +266,15 @@ def main():
         res['quantization'] = quantization(model, batches)
     res.update(checkpoint=path, iter=ckpt['iter_num'], eval_iters=args.eval_iters, batch_size=args.batch_size,
                model_args=ckpt['model_args'], optimizer=cfg.get('optimizer'), device=device, dtype=dtype)
+    # ckpt.pt's measures are the run's (report.py reads analysis.json); another checkpoint's go beside them
+    # (best.pt: analysis_best.json), not over them
     folder = os.path.dirname(os.path.abspath(path))
-    write_json(os.path.join(folder, 'analysis.json'), res)
-    if heatmaps(model, batches[0][0], os.path.join(folder, 'attention_maps.png')):
-        print(f'wrote {os.path.join(folder, "attention_maps.png")}')
+    tag = os.path.splitext(os.path.basename(path))[0]
+    tag = '' if tag == 'ckpt' else f'_{tag}'
+    write_json(os.path.join(folder, f'analysis{tag}.json'), res)
+    print(f'wrote {os.path.join(folder, f"analysis{tag}.json")}')
+    if heatmaps(model, batches[0][0], os.path.join(folder, f'attention_maps{tag}.png')):
+        print(f'wrote {os.path.join(folder, f"attention_maps{tag}.png")}')
     print(markdown(res, os.path.basename(folder)))
 
 

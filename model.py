@@ -29,6 +29,7 @@ logits do not depend on later tokens, for train.py to run before training.
 import contextlib
 import math
 import os
+import sys
 import warnings
 from dataclasses import dataclass, fields
 from typing import NamedTuple, Optional
@@ -570,7 +571,8 @@ class GPT(nn.Module):
         for pn, p in self.named_parameters():
             if pn.endswith('c_proj.weight'):  # GPT-2's scaled init of the residual projections
                 torch.nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
-        print("number of parameters: %.2fM" % (self.get_num_params() / 1e6,))
+        # stderr: a note, so that sample.py's stdout is only the samples (python sample.py > samples.txt)
+        print("number of parameters: %.2fM" % (self.get_num_params() / 1e6,), file=sys.stderr)
 
     def get_num_params(self, non_embedding=True):
         """Parameter count; position embeddings are left out by default (the token embedding is tied to lm_head)."""

@@ -23,7 +23,8 @@ With distractors (data/needle_distractors: earlier needles of the queried key ho
           queried key (filler and the other needles): attention noise in the paper's sense, for both kinds of row.
 Each run folder's checkpoint is --ckpt_name: ckpt.pt (the last state, the default) or best.pt (the weights of the
 best val loss). Writes needle_eval.json in each run folder; with matplotlib, needle_attention.png (one record's
-attention of the first query, per layer, over positions).
+attention of the first query, per layer, over positions); of best.pt, needle_eval_best.json and
+needle_attention_best.png beside them (report.py reads the run's own, ckpt.pt's).
 """
 import argparse
 import os
@@ -137,7 +138,8 @@ def heatmap(model, meta, path, seed, device='cpu'):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    # allow_abbrev=False: --ckpt (sample.py's and analyze.py's option, a path) is not taken as --ckpt_name (a name)
+    ap = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0], allow_abbrev=False)
     ap.add_argument('--out_dir', nargs='+', default=['out'])
     ap.add_argument('--needles', nargs='+', type=int, default=None,
                     help='default: 1 .. max_needles (past 6: 1 2 4 6 ... max_needles)')
@@ -192,8 +194,10 @@ def main():
                    cells=[dict(needles=n, depth=d, **v) for (n, d), v in grid.items()],
                    by_needles={n: {k: float(np.mean([grid[(n, d)][k] for d in args.depths]))
                                    for k in grid[(n, args.depths[0])]} for n in needles})
-        write_json(os.path.join(out, 'needle_eval.json'), res)
-        heatmap(model, meta, os.path.join(out, 'needle_attention.png'), args.seed, device)
+        tag = os.path.splitext(os.path.basename(args.ckpt_name))[0]
+        tag = '' if tag == 'ckpt' else f'_{tag}'  # another checkpoint's results beside the run's, not over them
+        write_json(os.path.join(out, f'needle_eval{tag}.json'), res)
+        heatmap(model, meta, os.path.join(out, f'needle_attention{tag}.png'), args.seed, device)
         rows.append((os.path.basename(os.path.normpath(out)), res, grid))
     print_tables(rows, args.depths)
 

@@ -142,6 +142,12 @@ def parse_config(argv):
     if any(arg in ('-h', '--help') for arg in argv):
         print(usage())
         raise SystemExit(0)
+    # '--max_iters 2' (a space for the '='): said here, or '2' would be read below as a config file that is missing
+    for i, arg in enumerate(argv):
+        if arg.startswith('--') and '=' not in arg:
+            nxt = argv[i + 1] if i + 1 < len(argv) and not argv[i + 1].startswith('--') else None
+            raise ValueError(f"command line: '{arg}' should be --key=value"
+                             + (f" (write {arg}={nxt})" if nxt is not None and not os.path.isfile(nxt) else ''))
     # every config file first, then every override, wherever each stands on the line: an override before its
     # config file still wins
     for arg in sorted(argv, key=lambda a: a.startswith('--')):
@@ -162,8 +168,6 @@ def parse_config(argv):
                 if not k.startswith('_') and k != 'include' and not callable(v) and type(v).__name__ != 'module':
                     cfg[k] = _check(k, v, arg)
         else:
-            if '=' not in arg:
-                raise ValueError(f"command line: '{arg}' should be --key=value")
             key, val = arg[2:].split('=', 1)  # values may contain '='
             try:
                 v = ast.literal_eval(val)
@@ -830,6 +834,14 @@ def check_resume_config(cfg, saved, explicit, path):
 def load_resumed(cfg, path, explicit, master):
     """ckpt.pt's model and contents; the architecture comes from the checkpoint, so cfg's model keys are set."""
     model, ckpt = load_checkpoint(path, 'cpu')
+    # the model is the checkpoint's: a model key asked for on the command line that differs (--dropout=0.1, say)
+    # is refused, since the run would go on without it; one from a config file is noted and replaced
+    asked = [k for k in MODEL_KEYS if k in explicit and cfg[k] != ckpt['model_args'][k]]
+    if asked and not cfg['eval_only']:
+        raise ValueError(f"{path}'s model has " + ', '.join(f"{k}={ckpt['model_args'][k]!r}" for k in asked) +
+                         "; this command gives " + ', '.join(f"{k}={cfg[k]!r}" for k in asked) + ". A resume "
+                         "continues the checkpoint's model, whose keys cannot change: drop " +
+                         ' '.join(f"--{k}" for k in asked) + ", or start a new run in another --out_dir")
     for k in MODEL_KEYS:
         if cfg[k] != DEFAULTS[k] and cfg[k] != ckpt['model_args'][k] and master:
             print(f"warning: {k}={cfg[k]!r} ignored: the checkpoint's model has {k}={ckpt['model_args'][k]!r}")
@@ -840,7 +852,12 @@ def load_resumed(cfg, path, explicit, master):
         raise ValueError(f"{path} was trained with bos={saved['bos']!r}, and bos cannot change on resume (its token "
                          f"is an id the model's embedding has or lacks): resume with --bos={saved['bos']!r}, or start "
                          f"a new run in another --out_dir")
-    # eval_only looks at the checkpoint, whatever schedule the command line gives: nothing else to refuse
+    # eval_only looks at the checkpoint, whatever schedule the command line gives: nothing else to refuse. It
+    # evaluates as the run did (its batch_size, eval_iters, seed: the same batches, so the losses it logged),
+    # except for the keys given on the command line
+    if cfg['eval_only']:
+        cfg.update({k: saved[k] for k in DEFAULTS if k in saved and k not in MODEL_KEYS and k not in FREE_ON_RESUME
+                    and k not in explicit})
     changed = {} if cfg['eval_only'] else check_resume_config(cfg, saved, explicit, path)
     if master:
         for k, (was, now) in changed.items():

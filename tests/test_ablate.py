@@ -536,6 +536,25 @@ def test_ablate_refuses_a_misspelled_variant_or_depth_before_any_run(tmp_path):
     assert p.returncode == 0 and [c[1] for c in calls] == ['configs/nanogpt_3L.py']  # no diff_gated_3L: left out
 
 
+def test_ablate_checks_its_arguments_before_it_keeps_anything(tmp_path):
+    """A typo in the extra arguments, or a flag one of the sweep's configs cannot take, stops the launch before any
+    run and before sweep_settings is written, naming the config and the key (a typo kept in sweep_settings refused
+    every launch after it, the corrected one too); SEEDS with a comma stops it too (one folder named s1,2)."""
+    env = dict(os.environ, RUNS_DIR=str(tmp_path), PYTHON=sys.executable, PROFILE='demo', VARIANTS='nanogpt', SWEEP='s')
+    for extra, args, says in [({}, ['--dropuot=0.1'], "configs/nanogpt_3L.py with the extra arguments and the "
+                               "profile's schedule: command line: unknown config key 'dropuot'; did you mean dropout?"),
+                              (dict(LEAK='time_norm', VARIANTS='diff nanogpt'), [],
+                               "configs/nanogpt_3L.py with the extra arguments and the profile's schedule: config: "
+                               "GPTConfig: leak='time_norm' with attn='softmax'"),
+                              (dict(SEEDS='1,2'), [], 'SEEDS="1,2" must be whole numbers separated by spaces')]:
+        p = subprocess.run(['bash', os.path.join(ROOT, 'ablate.sh'), *args], env=dict(env, **extra),
+                           capture_output=True, text=True, timeout=300)
+        assert p.returncode == 2 and says in p.stderr and 'Traceback' not in p.stderr, p.stdout + p.stderr
+        assert not (tmp_path / 's').exists()  # no sweep_settings, no run folder
+    p, calls = recorded_sweep(tmp_path, args=['--dropout=0.1'], PROFILE='demo', VARIANTS='nanogpt', SWEEP='s')
+    assert p.returncode == 0 and len(calls) == 1, p.stderr  # the corrected command runs
+
+
 def test_a_sweep_keeps_its_settings_and_refuses_a_launch_that_would_mix_them(tmp_path):
     """The first launch writes the settings its runs share (the schedule and the extra --key=value, the last of a
     key winning); another launch may add seeds or change where runs are computed, but one with another setting

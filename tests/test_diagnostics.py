@@ -329,12 +329,15 @@ def test_analyze_end_to_end_on_a_tiny_gated_checkpoint(tmp_path):
     expected = dict(analyze.analyze(model, batches), quantization=analyze.quantization(model, batches))
     assert _numbers(res['layers']) == pytest.approx(_numbers(expected['layers']), rel=1e-6)
     assert _numbers(res['quantization']) == pytest.approx(_numbers(expected['quantization']), rel=1e-6)
-    # --ckpt picks best.pt; --device and --dtype pick where and how the model runs
+    # --ckpt picks best.pt, whose measures go beside the run's (report.py reads analysis.json, ckpt.pt's), not over
+    # them; --device and --dtype pick where and how the model runs
+    before = (out / 'analysis.json').read_bytes()
     p = subprocess.run([sys.executable, os.path.join(ROOT, 'analyze.py'), f'--ckpt={out}/best.pt', '--eval_iters=2',
                         '--batch_size=2', '--device=cpu', '--dtype=bfloat16'], cwd=ROOT, capture_output=True,
                        text=True, timeout=600)
     assert p.returncode == 0, p.stderr
-    bf16 = json.load(open(out / 'analysis.json'))
+    assert (out / 'analysis.json').read_bytes() == before
+    bf16 = json.load(open(out / 'analysis_best.json'))
     assert (bf16['device'], bf16['dtype'], bf16['checkpoint']) == ('cpu', 'bfloat16', f'{out}/best.pt')
     assert bf16['quantization']['loss_fp'] == pytest.approx(expected['quantization']['loss_fp'], abs=0.05)
     assert bf16['quantization']['loss_fp'] != expected['quantization']['loss_fp']  # it did run in bf16

@@ -272,15 +272,21 @@ def test_train_and_eval_end_to_end(tmp_path, monkeypatch):
     for c in res['cells']:
         expected = grid[(c['needles'], c['depth'])]
         assert [c[k] for k in expected] == pytest.approx(list(expected.values()), rel=1e-6)
-    # --ckpt_name picks best.pt in each run folder; --device and --dtype pick where and how the model runs
+    # --ckpt_name picks best.pt in each run folder, its results beside the run's (needle_eval_best.json), not over
+    # them; --device and --dtype pick where and how the model runs; sample.py's --ckpt is not taken for --ckpt_name
     best_iter = min(evals, key=lambda e: e['val_loss'])['iter']
+    before = (out / 'needle_eval.json').read_bytes()
     p = subprocess.run([sys.executable, os.path.join(ROOT, 'needle_eval.py'), '--out_dir', str(out), '--n_eval=4',
                         '--needles', '1', '2', '--depths', '0', '1', '--ckpt_name=best.pt', '--device=cpu',
                         '--dtype=bfloat16'], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr
-    res = json.load(open(out / 'needle_eval.json'))
+    assert (out / 'needle_eval.json').read_bytes() == before
+    res = json.load(open(out / 'needle_eval_best.json'))
     assert (res['checkpoint'], res['iter'], res['device'], res['dtype']) == (str(out / 'best.pt'), best_iter, 'cpu',
                                                                              'bfloat16')
+    p = subprocess.run([sys.executable, os.path.join(ROOT, 'needle_eval.py'), '--out_dir', str(out),
+                        f'--ckpt={out}/best.pt'], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 2 and 'unrecognized arguments: --ckpt=' in p.stderr
     # a needle count the data cannot hold, and data prepared again for another record length: errors that say so
     # (a traceback, and a silent evaluation of 17-token records by a model of 33, before), nothing written
     before = (out / 'needle_eval.json').read_bytes()
