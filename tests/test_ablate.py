@@ -124,7 +124,8 @@ def test_ablate_does_not_start_a_run_after_a_stop_that_came_before_its_python(tm
 
 
 def test_ablate_exits_nonzero_when_runs_failed_after_writing_the_report(tmp_path):
-    out = sweep(tmp_path, '--dropout=high', rc=1, VARIANTS='nanogpt diff_sym', DEPTHS='3L')  # a bad override
+    # a dataset that is not there: valid settings (ablate.sh's check passes them), a run that fails
+    out = sweep(tmp_path, '--dataset=no_such_dataset', rc=1, VARIANTS='nanogpt diff_sym', DEPTHS='3L')
     root = tmp_path / 't'
     assert sum(l.startswith('FAILED ') for l in out.splitlines()) == 2 and 'ablate.sh: 2 run(s) failed' in out
     for name in ('nanogpt_3L_s1337', 'diff_sym_3L_s1337'):
@@ -140,7 +141,7 @@ def test_ablate_jobs_runs_in_parallel_the_same_runs(tmp_path):
         a, b = (json.load(open(tmp_path / d / 't' / name / 'summary.json')) for d in ('one', 'par'))
         a['config'].pop('out_dir'), b['config'].pop('out_dir')
         assert a['config'] == b['config'] and a['final_val_loss'] == b['final_val_loss']  # same batches, same arithmetic
-    out = sweep(tmp_path / 'bad', '--dropout=high', rc=1, VARIANTS='nanogpt diff_sym', DEPTHS='3L', JOBS='2')
+    out = sweep(tmp_path / 'bad', '--dataset=no_such_dataset', rc=1, VARIANTS='nanogpt diff_sym', DEPTHS='3L', JOBS='2')
     assert sum(l.startswith('FAILED ') for l in out.splitlines()) == 2 and 'ablate.sh: 2 run(s) failed' in out
     sweep(tmp_path / 'x', rc=2, JOBS='two')
 
@@ -208,6 +209,7 @@ def test_ablate_analyze_failing_after_training_and_stopped_by_sigterm(tmp_path):
     # a SIGTERM to the sweep reaches an analysis in progress (the job's subshell ignores TERM; analyze.py must not)
     env = dict(os.environ, PROFILE='cpu', VARIANTS='nanogpt', DEPTHS='3L', SWEEP='t', RUNS_DIR=str(tmp_path),
                ANALYZE='1', PYTHON=fake_analyze_python(tmp_path, 'import time; time.sleep(600)'))
+    (run / 'analyze.log').unlink()  # the wait below is for this launch's analysis, not the one before
     p = subprocess.Popen(['bash', os.path.join(ROOT, 'ablate.sh'), *TINY], env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True)
     deadline = time.time() + 60
