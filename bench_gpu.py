@@ -1,0 +1,610 @@
+"""
+The GPU check: one command, the first thing to run on a machine with a GPU. It fits a short loan of one.
+
+$ python bench_gpu.py --budget 540 --out DIR             # the check: results.json and results.md in DIR
+$ python bench_gpu.py --evidence zero_future --budget 560 --out DIR   # a GPU job results/ waits on (see EVIDENCE)
+$ python bench_gpu.py --dry-run --out DIR                # the same code on the CPU with tiny settings (a test runs it)
+
+Each step runs in a process of its own with a time limit: the steps go most important first, a step that needs
+more time than is left is skipped and says so, one that overruns is killed, and each step's result is written to
+DIR/results.json and DIR/results.md as soon as it ends, so a check cut short still brings back what it measured.
+Nothing needs the network or wandb. Long runs go to a scratch folder (--scratch), never to DIR: DIR holds at most
+results.json, results.md, log.txt and, for --evidence, one .tar.gz of the sweep's small files.
+
+The steps (results/bench_gpu.md says what each measures and why):
+  env          the machine, the commit, and its two ceilings measured: device memory bandwidth (a large copy) and
+               the bf16 matrix rate (an 8192^3 product)
+  floor        the seed's 3-layer step counted on this device: FLOPs, and the bytes its eager kernels read and
+               write (a dispatch mode sums every op's inputs and outputs); the floor is the larger of FLOPs / rate
+               and bytes / bandwidth, for a training step and for an eval forward
+  probe        is the batched-seeds gradient right? SDPA under torch.vmap of grad against the same call on the
+               merged batch, per seed, dropout 0 and 0.2, flash and memory-efficient kernels. Out = A V is linear
+               in V, so loss = <V, dloss/dV> exactly when the backward used the forward's dropout masks: a
+               residual far above rounding means another mask. Also the fix, grad of vmap (forward batched, one
+               ordinary backward of the merged call)
+  graph_tests  tests/test_cuda.py's CUDA graph, reduce-overhead and --seeds tests
+  alone        one 3-layer run alone (the seed's schedule: bf16, dropout 0.2): eager, compiled, graphed, graphed +
+               compiled; ms/step, tokens/s, MFU against the FLOP rate, and the floor over the step time
+  seeds        --seeds='1 2 3' (one batched model) against the alone runs, eager and compiled
+  gpt2         the 124M config (nanogpt and diff): tokens/s, MFU and peak memory for a few steps
+  cuda_tests   the rest of tests/test_cuda.py
+  jobs         several 3-layer runs at once (ablate.sh JOBS), if time is left
+"""
+import argparse
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tarfile
+import time
+
+from output import write_json, write_text
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# (step, seconds it needs at least, seconds it may take at most), most important first
+STEPS = [('env', 10, 60), ('floor', 10, 60), ('probe', 15, 90), ('graph_tests', 60, 200), ('alone', 60, 240),
+         ('seeds', 40, 150), ('gpt2', 60, 180), ('cuda_tests', 60, 240), ('jobs', 90, 240)]
+
+# --evidence NAME: GPU jobs that results/seed_table_explained.md and results/claims.md list as unmeasured, each
+# sized to finish inside one 10-minute call on one H100 (an estimate until measured: bench_gpu.md). Each is one
+# ablate.sh command; its sweep's small files come back as DIR/<sweep>.tar.gz, to unpack under results/.
+SEED5 = 'nanogpt diff sym diff_sym norm_sym'
+EVIDENCE = {
+    'zero_future': dict(env=dict(LEAK='zero_future', PROFILE='full', SEEDS='1 2', DEPTHS='3L', VARIANTS=SEED5,
+                                 JOBS='10')),
+    'seed_pipeline_s1': dict(env=dict(PROFILE='seed_pipeline', SEEDS='1', DEPTHS='3L', VARIANTS=SEED5, JOBS='5')),
+    'seed_pipeline_s2': dict(env=dict(PROFILE='seed_pipeline', SEEDS='2', DEPTHS='3L', VARIANTS=SEED5, JOBS='5')),
+    'seed3_3L_6L': dict(env=dict(PROFILE='full', SEEDS='3', DEPTHS='3L 6L', VARIANTS=SEED5, JOBS='10')),
+    'seed3_8L': dict(env=dict(PROFILE='full', SEEDS='3', DEPTHS='8L', VARIANTS=SEED5, JOBS='5')),
+}
+
+# the seed's 3-layer model and schedule (configs/base_shakespeare_char.py, ablate.sh PROFILE=full)
+SEED_3L = dict(n_layer=3, n_head=8, n_embd=256, block_size=256, batch_size=32, vocab_size=65, bias=False, dropout=0.2)
+TINY = dict(n_layer=2, n_head=2, n_embd=32, block_size=32, batch_size=4, vocab_size=65, bias=False, dropout=0.2)
+# what --dry-run appends to every train.py command: tiny, on the CPU, fp32, eager
+TINY_ARGS = ['--n_embd=32', '--n_head=2', '--block_size=32', '--batch_size=4', '--eval_iters=1', '--device=cpu',
+             '--dtype=float32', '--compile=False']
+
+
+# -----------------------------------------------------------------------------------------------------------
+# the orchestrator: each step in a process of its own, time-boxed, its result written at once
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    ap.add_argument('--out', required=True, help='where results.json, results.md and log.txt go')
+    ap.add_argument('--budget', type=float, default=540, help='seconds for the whole check (default 540)')
+    ap.add_argument('--dry-run', action='store_true', help='the same code on the CPU with tiny settings')
+    ap.add_argument('--evidence', choices=sorted(EVIDENCE), help='run one GPU job of results/ instead of the check')
+    ap.add_argument('--steps', nargs='+', choices=[s for s, _, _ in STEPS], help='only these steps (default all)')
+    ap.add_argument('--scratch', default=None, help='where runs go (default: a folder under /tmp, removed after)')
+    ap.add_argument('--step', help=argparse.SUPPRESS)  # internal: run one step in this process
+    args = ap.parse_args(argv)
+    os.makedirs(args.out, exist_ok=True)
+    if args.step:
+        return run_step(args)
+    t0 = time.monotonic()
+    scratch = args.scratch or os.path.join('/tmp', f'bench_gpu_{os.getpid()}')
+    os.makedirs(scratch, exist_ok=True)
+    path = os.path.join(args.out, 'results.json')
+    results = dict(mode='dry-run' if args.dry_run else 'evidence' if args.evidence else 'check',
+                   budget_s=args.budget, started=time.strftime('%Y-%m-%d %H:%M:%S %Z'), steps={})
+    plan = [('env', 10, 60), ('evidence', 60, 1e9)] if args.evidence else \
+        [s for s in STEPS if not args.steps or s[0] in args.steps]
+    try:
+        for name, need, cap in plan:
+            left = args.budget - (time.monotonic() - t0) - 5  # 5 s kept for the last write
+            if left < need:
+                results['steps'][name] = dict(status='skipped', why=f"{left:.0f} s left, it needs {need} s")
+            else:
+                results['steps'][name] = run_child(args, name, scratch, min(cap, left), results)
+            results['elapsed_s'] = round(time.monotonic() - t0, 1)
+            write_json(path, results)
+            write_text(os.path.join(args.out, 'results.md'), render(results))
+            print(f"[{results['elapsed_s']:6.1f} s] {name}: {summary_line(results['steps'][name])}", flush=True)
+    finally:
+        if not args.scratch:
+            shutil.rmtree(scratch, ignore_errors=True)
+    print(render(results))
+    bad = [n for n, s in results['steps'].items() if s['status'] in ('failed', 'error')]
+    return 1 if bad else 0
+
+
+def run_child(args, name, scratch, limit, results):
+    """One step as `bench_gpu.py --step NAME` with a time limit; its partial result if it overran or failed."""
+    part = os.path.join(scratch, f'{name}.json')
+    if os.path.exists(part):
+        os.remove(part)
+    cmd = [sys.executable, os.path.abspath(__file__), '--step', name, '--out', args.out, '--scratch', scratch]
+    cmd += ['--dry-run'] if args.dry_run else []
+    cmd += ['--evidence', args.evidence] if args.evidence else []
+    env = dict(os.environ, PYTHONUNBUFFERED='1', BENCH_GPU_DONE=json.dumps(results['steps']))  # earlier steps' results
+    t = time.monotonic()
+    with open(os.path.join(args.out, 'log.txt'), 'a') as log:
+        log.write(f"\n===== {name} (limit {limit:.0f} s)\n")
+        log.flush()
+        p = subprocess.Popen(cmd, cwd=HERE, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            rc = p.wait(timeout=limit)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGTERM)  # the step and everything it started (train.py saves and stops)
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+            rc = None
+    out = json.load(open(part)) if os.path.exists(part) else {}
+    out['seconds'] = round(time.monotonic() - t, 1)
+    if rc is None:
+        out['status'] = 'timed out'
+        out['why'] = f"stopped at its limit of {limit:.0f} s; what it finished is above"
+    elif rc != 0:
+        out['status'] = 'error'
+        out['why'] = out.get('why') or f"exit {rc}: see log.txt"
+    else:
+        out.setdefault('status', 'ok')
+    return out
+
+
+def summary_line(s):
+    return s['status'] + (f" ({s['why']})" if s.get('why') else '') + (f", {s['seconds']} s" if 'seconds' in s else '')
+
+
+# -----------------------------------------------------------------------------------------------------------
+# the steps, each in its own process: ctx.save() writes what it has so far
+
+class Step:
+    def __init__(self, args):
+        self.args, self.dry = args, args.dry_run
+        self.scratch = args.scratch
+        self.path = os.path.join(args.scratch, f'{args.step}.json')
+        self.result = {}
+        self.done = json.loads(os.environ.get('BENCH_GPU_DONE') or '{}')  # the earlier steps' results
+        self.env = self.done.get('env', {})
+
+    def save(self, **kv):
+        self.result.update(kv)
+        write_json(self.path, self.result)
+
+    def train(self, name, *args, check=True):
+        """train.py in a process, into scratch/name; returns (returncode, output tail, run folder)."""
+        out = os.path.join(self.scratch, name)
+        shutil.rmtree(out, ignore_errors=True)
+        cmd = [sys.executable, 'train.py', *args, f'--out_dir={out}', *(TINY_ARGS if self.dry else [])]
+        p = subprocess.run(cmd, cwd=HERE, capture_output=True, text=True)
+        print(f"$ {' '.join(cmd)}\n{p.stdout[-1500:]}{p.stderr[-1500:]}", flush=True)
+        if check and p.returncode != 0:
+            raise RuntimeError(f"train.py {name} failed (exit {p.returncode}): {p.stderr.strip()[-300:]}")
+        return p.returncode, p.stderr.strip()[-300:], out
+
+
+def run_step(args):
+    ctx = Step(args)
+    try:
+        globals()['step_' + args.step](ctx)
+    except Exception as e:  # noqa: BLE001: recorded, and the check goes on with the next step
+        ctx.save(status='error', why=f"{type(e).__name__}: {str(e)[:400]}")
+        raise
+    return 0
+
+
+def device():
+    import torch
+    return 'cuda' if torch.cuda.is_available() else 'cpu'
+
+
+def step_env(ctx):
+    import torch
+    dev = 'cpu' if ctx.dry else device()
+    git = lambda *a: subprocess.run(['git', *a], cwd=HERE, capture_output=True, text=True).stdout.strip()
+    info = dict(torch=torch.__version__, cuda=torch.version.cuda, python=sys.version.split()[0], device=dev,
+                commit=git('rev-parse', '--short', 'HEAD') or os.environ.get('BENCH_GPU_COMMIT'),
+                dirty=bool(git('status', '--porcelain', '--untracked-files=no')))
+    if dev == 'cuda':
+        p = torch.cuda.get_device_properties(0)
+        info.update(gpu=p.name, memory_gib=round(p.total_memory / 2 ** 30, 1), sms=p.multi_processor_count,
+                    capability=f"{p.major}.{p.minor}")
+    from hardware import cpu_info
+    info['host_cpu'] = cpu_info()
+    ctx.save(**info)
+    ok = subprocess.run([sys.executable, 'data/shakespeare_char/prepare.py'], cwd=HERE, capture_output=True, text=True)
+    if ok.returncode != 0:
+        raise RuntimeError(f"data/shakespeare_char/prepare.py failed: {ok.stderr[-300:]} (carry input.txt in)")
+    ctx.save(**ceilings(dev, small=ctx.dry))
+
+
+def timed(fn, reps, dev):
+    """Median seconds of fn() over reps calls, after two warm-ups, synchronised on CUDA."""
+    import torch
+    sync = torch.cuda.synchronize if dev == 'cuda' else (lambda: None)
+    for _ in range(2):
+        fn()
+    sync()
+    ts = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        sync()
+        ts.append(time.perf_counter() - t)
+    return statistics.median(ts)
+
+
+def ceilings(dev, small=False):
+    """The device's two ceilings, measured: bytes/s of a large copy (read + written), bf16 FLOP/s of a matmul."""
+    import torch
+    n_bytes = 2 ** 22 if small else 2 ** 30
+    src = torch.randn(n_bytes // 4, device=dev)
+    dst = torch.empty_like(src)
+    t = timed(lambda: dst.copy_(src), 10, dev)
+    n = 256 if small else 8192
+    a, b = (torch.randn(n, n, device=dev, dtype=torch.bfloat16) for _ in range(2))
+    tm = timed(lambda: a @ b, 10, dev)
+    return dict(bandwidth_gbs=round(2 * n_bytes / t / 1e9, 1), bf16_tflops=round(2 * n ** 3 / tm / 1e12, 1))
+
+
+def count_step(cfg, dev, dtype):
+    """FLOPs (model.flops_per_token) and the bytes the eager kernels read and write, for one training step (forward,
+    backward, fused AdamW) and one eval forward of a GPT of cfg. Bytes: every aten op's tensor inputs and outputs,
+    views excluded; a fused kernel (compile) moves less, so this is the floor of the eager step, an upper bound on
+    what a fused step must move."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_flatten
+    from hardware import autocast_context
+    from model import GPT, GPTConfig
+
+    class Bytes(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.n = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if func.is_view or func in (torch.ops.aten.detach.default,):
+                return out
+            for t in tree_flatten((args, kwargs, out))[0]:
+                if isinstance(t, torch.Tensor) and t.device.type == torch.device(dev).type:
+                    self.n += t.numel() * t.element_size()
+            return out
+
+    B, T = cfg['batch_size'], cfg['block_size']
+    model = GPT(GPTConfig(**{k: v for k, v in cfg.items() if k != 'batch_size'})).to(dev)
+    opt = model.configure_optimizers(0.1, 3e-4, (0.9, 0.99))
+    x = torch.randint(cfg['vocab_size'], (B, T), device=dev)
+    ac = autocast_context(dtype, torch.device(dev).type)
+    for _ in range(2):  # AdamW's state exists from the second step on: count that one
+        mode = Bytes()
+        with mode:
+            with ac:
+                loss = model(x, x)[1]
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+    train_bytes = mode.n
+    model.eval()
+    mode = Bytes()
+    with mode, torch.no_grad(), ac:
+        model(x, x)
+    flops = model.flops_per_token(T) * B * T
+    return dict(train_flops=flops, eval_flops=flops / 3, train_bytes=train_bytes, eval_bytes=mode.n)
+
+
+def step_floor(ctx):
+    dev = 'cpu' if ctx.dry else device()
+    cfg = TINY if ctx.dry else SEED_3L
+    c = count_step(cfg, dev, 'float32' if ctx.dry else 'bfloat16')
+    bw, rate = ctx.env.get('bandwidth_gbs'), ctx.env.get('bf16_tflops')
+    out = dict(model=cfg, **c)
+    if bw and rate:
+        for k in ('train', 'eval'):
+            t_flop, t_byte = c[f'{k}_flops'] / (rate * 1e12), c[f'{k}_bytes'] / (bw * 1e9)
+            out[f'{k}_floor_ms'] = round(1e3 * max(t_flop, t_byte), 4)
+            out[f'{k}_bound'] = 'bytes' if t_byte > t_flop else 'FLOPs'
+        # a 5000-step run of the seed's schedule: 21 evaluations of 200 batches of each split
+        run_s = 5000 * out['train_floor_ms'] / 1e3 + 21 * 400 * out['eval_floor_ms'] / 1e3
+        out['run_5000_floor_s'] = round(run_s, 1)
+        out['eval_share_of_run'] = round(21 * 400 * out['eval_floor_ms'] / 1e3 / run_s, 3)
+    ctx.save(**out)
+
+
+def step_probe(ctx):
+    """SDPA under vmap, per seed, against the merged call; see the module's docstring."""
+    import torch
+    import torch.nn.functional as F
+    dev = 'cpu' if ctx.dry else device()
+    if dev == 'cuda':
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        backends = {'flash': SDPBackend.FLASH_ATTENTION, 'efficient': SDPBackend.EFFICIENT_ATTENTION}
+        dtype, shape = torch.bfloat16, (3, 4, 4, 256, 64)  # K seeds, B, H, T, d
+    else:
+        import contextlib
+        backends, dtype, shape = {'math': None}, torch.float32, (3, 2, 2, 16, 8)
+    rows = []
+    for name, backend in backends.items():
+        for p in (0.0, 0.2):
+            g = torch.Generator(device=dev).manual_seed(0)
+            q, k, v, w = (torch.randn(shape, device=dev, generator=g).to(dtype) for _ in range(4))
+            ctxm = (lambda: sdpa_kernel([backend])) if backend is not None else contextlib.nullcontext
+
+            def f(q, k, v, w):
+                with ctxm():
+                    y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
+                return (y.float() * w.float()).sum()
+
+            try:
+                rows.append(dict(backend=name, dropout=p, **consistency(f, q, k, v, w)))
+            except Exception as e:  # noqa: BLE001: e.g. no such kernel for this shape here; the other rows go on
+                rows.append(dict(backend=name, dropout=p, error=f"{type(e).__name__}: {str(e)[:200]}"))
+            ctx.save(rows=rows)
+    tol = 1e-2
+    ok = [r for r in rows if 'error' not in r]
+    bad = [r for r in ok if max(r['vmap_of_grad']) > tol]
+    fix_bad = [r for r in ok if max(r['grad_of_vmap']) > tol]
+    ctx.save(rows=rows, tolerance=tol,
+             verdict=('vmap of grad: wrong masks in the backward for ' +
+                      ', '.join(f"{r['backend']} at dropout {r['dropout']}" for r in bad)) if bad else
+             'vmap of grad: every seed consistent',
+             fix_verdict=('grad of vmap: wrong for ' + ', '.join(f"{r['backend']} p={r['dropout']}" for r in fix_bad))
+             if fix_bad else 'grad of vmap: every seed consistent')
+
+
+def consistency(f, q, k, v, w):
+    """Per seed, |L - <V, dL/dV>| / sum |V * dL/dV| of f = sum(SDPA(q, k, v) * w), three ways: vmap of grad (the
+    batched step until now), grad of vmap (forward batched, one ordinary backward), one seed at a time."""
+    import torch
+    from torch.func import grad_and_value, vmap
+
+    def residual(L, gv):
+        prod = (v.float() * gv.float()).flatten(1)
+        return ((L.detach().float() - prod.sum(1)).abs() / prod.abs().sum(1)).tolist()
+    torch.manual_seed(1)
+    gv, L = vmap(grad_and_value(f, argnums=2), randomness='different')(q, k, v, w)
+    out = dict(vmap_of_grad=residual(L, gv))
+    vv = v.detach().clone().requires_grad_()
+    torch.manual_seed(1)
+    L = vmap(f, randomness='different')(q, k, vv, w)
+    L.sum().backward()
+    out['grad_of_vmap'] = residual(L, vv.grad)
+    loop_L, loop_g = [], []
+    for s in range(v.size(0)):
+        vs = v[s].detach().clone().requires_grad_()
+        Ls = f(q[s], k[s], vs, w[s])
+        Ls.backward()
+        loop_L.append(Ls.detach())
+        loop_g.append(vs.grad)
+    out['per_seed_loop'] = residual(torch.stack(loop_L), torch.stack(loop_g))
+    return out
+
+
+def pytest_step(ctx, select):
+    cmd = [sys.executable, '-m', 'pytest', '-q', '-rfE', '-p', 'no:cacheprovider', 'tests/test_cuda.py', *select]
+    if ctx.dry:
+        cmd.append('--collect-only')
+    p = subprocess.run(cmd, cwd=HERE, capture_output=True, text=True)
+    print(p.stdout[-6000:], p.stderr[-2000:], flush=True)
+    tail = [l for l in p.stdout.strip().splitlines() if l.strip()]
+    line = tail[-1] if tail else p.stderr.strip()[-200:]
+    failed = [l.split(' ', 1)[1].split(' - ')[0] for l in p.stdout.splitlines() if l.startswith(('FAILED', 'ERROR'))]
+    ctx.save(summary=line, failed=failed, status='ok' if p.returncode in (0, 5) and not failed else 'failed')
+
+
+def step_graph_tests(ctx):
+    pytest_step(ctx, ['-k', 'cuda_graph or reduce_overhead or seeds'])
+
+
+def step_cuda_tests(ctx):
+    pytest_step(ctx, ['-k', 'not (cuda_graph or reduce_overhead or seeds)'])
+
+
+def windows(out):
+    """The train windows of a run's log.jsonl after the first (compilation, warm-up): median ms/iter, tokens/s,
+    MFU (train.py's, against hardware.py's table)."""
+    recs = [json.loads(l) for l in open(os.path.join(out, 'log.jsonl')) if l.strip()]
+    w = [r for r in recs if r.get('kind') == 'train'][1:]
+    if not w:
+        return {}
+    med = lambda k: statistics.median(r[k] for r in w) if all(r.get(k) is not None for r in w) else None
+    return dict(ms_per_iter=round(med('ms_per_iter'), 3), tokens_per_sec=round(med('tokens_per_sec')),
+                mfu_table=med('mfu') and round(med('mfu'), 4), windows=len(w))
+
+
+def schedule(n, log=50):
+    return [f'--max_iters={n}', f'--lr_decay_iters={n}', f'--eval_interval={n}', '--eval_iters=20',
+            f'--log_interval={log}', '--warmup_iters=10']
+
+
+def step_alone(ctx):
+    n, log = (6, 2) if ctx.dry else (400, 50)
+    base = ['configs/nanogpt_3L.py', *schedule(n, log), '--dropout=0.2']
+    floor = ctx.done.get('floor', {}).get('train_floor_ms')
+    runs = {}
+    for name, extra in (('eager', ['--compile=False']), ('compiled', ['--compile=True']),
+                        ('graphed', ['--compile=False', '--cuda_graph=True']),
+                        ('graphed_compiled', ['--compile=True', '--cuda_graph=True'])):
+        rc, err, out = ctx.train(f'alone_{name}', *base, *extra, check=False)
+        if rc != 0:
+            runs[name] = dict(status='refused' if 'cuda_graph=True needs a CUDA device' in err else 'failed',
+                              why=err.splitlines()[-1] if err else f'exit {rc}')
+        else:
+            s = json.load(open(os.path.join(out, 'summary.json')))
+            runs[name] = dict(windows(out), final_val_loss=s['final_val_loss'], wall_s=round(s['wall_time_s'], 1))
+            if floor and runs[name].get('ms_per_iter'):
+                runs[name]['floor_over_step'] = round(floor / runs[name]['ms_per_iter'], 3)
+        ctx.save(runs=runs)
+    if any(r.get('status') == 'failed' for r in runs.values()):
+        ctx.save(status='failed')
+
+
+def step_seeds(ctx):
+    n, log = (6, 2) if ctx.dry else (400, 50)
+    base = ['configs/nanogpt_3L.py', *schedule(n, log), '--dropout=0.2', '--seeds=1 2 3']
+    runs = {}
+    for name, extra in (('eager', ['--compile=False']), ('compiled', ['--compile=True'])):
+        rc, err, out = ctx.train(f'seeds_{name}_s{{seed}}', *base, *extra, check=False)
+        if rc != 0:
+            runs[name] = dict(status='failed', why=err.splitlines()[-1] if err else f'exit {rc}')
+        else:
+            per = [windows(out.replace('{seed}', s)) for s in '123']
+            runs[name] = dict(ms_per_iter=per[0].get('ms_per_iter'),
+                              tokens_per_sec_group=sum(r.get('tokens_per_sec') or 0 for r in per))
+        ctx.save(runs=runs)
+    if any(r.get('status') == 'failed' for r in runs.values()):
+        ctx.save(status='failed')
+
+
+def step_gpt2(ctx):
+    """The 124M configs on random GPT-2 token ids (no network here): the step's speed, not a loss."""
+    import numpy as np
+    data = os.path.join(ctx.scratch, 'tokens')
+    os.makedirs(data, exist_ok=True)
+    rng = np.random.default_rng(0)
+    for split, n in (('train', 2_000_000), ('val', 200_000)):
+        rng.integers(0, 50257, n, dtype=np.uint16).tofile(os.path.join(data, f'{split}.bin'))
+    json.dump(dict(vocab_size=50304, tokenizer='gpt2'), open(os.path.join(data, 'meta.json'), 'w'))
+    n = 4 if ctx.dry else 30
+    args = [f'--dataset={data}', f'--max_iters={n}', f'--lr_decay_iters={n}', '--warmup_iters=2',
+            f'--eval_interval={n}', '--eval_iters=2', f'--log_interval={2 if ctx.dry else 5}',
+            '--gradient_accumulation_steps=4']
+    runs = {}
+    for v in ('nanogpt', 'diff'):
+        rc, err, out = ctx.train(f'gpt2_{v}', f'configs/{v}_124M.py', *args, *([] if ctx.dry else ['--compile=True']))
+        s = json.load(open(os.path.join(out, 'summary.json')))
+        runs[v] = dict(windows(out), peak_memory_mb=round(s['peak_memory_mb']), n_params=s['n_params'])
+        ctx.save(runs=runs)
+
+
+def step_jobs(ctx):
+    """Ten 3-layer runs of 600 steps (the seed's five, two seeds), JOBS at a time: wall time per JOBS."""
+    n = 4 if ctx.dry else 600
+    extra = [f'--max_iters={n}', f'--lr_decay_iters={n}', f'--eval_interval={n}', '--eval_iters=20']
+    extra += TINY_ARGS if ctx.dry else []
+    out = {}
+    for jobs in ((2,) if ctx.dry else (5, 10)):
+        root = os.path.join(ctx.scratch, f'jobs{jobs}')
+        env = dict(os.environ, SEEDS='1 2', JOBS=str(jobs), PROFILE='full', VARIANTS=SEED5, DEPTHS='3L',
+                   RUNS_DIR=root, PYTHON=sys.executable)
+        t = time.monotonic()
+        p = subprocess.run(['bash', 'ablate.sh', *extra], cwd=HERE, env=env, capture_output=True, text=True)
+        print(p.stdout[-3000:], p.stderr[-2000:], flush=True)
+        if p.returncode != 0:
+            raise RuntimeError(f"ablate.sh JOBS={jobs} failed (exit {p.returncode}): {p.stderr.strip()[-300:]}")
+        out[str(jobs)] = dict(wall_s=round(time.monotonic() - t, 1), runs=10, steps=n)
+        ctx.save(jobs=out)
+
+
+def step_evidence(ctx):
+    """One EVIDENCE job: its ablate.sh sweep into scratch, then the sweep's small files as DIR/<sweep>.tar.gz."""
+    job = EVIDENCE[ctx.args.evidence]
+    runs_dir = os.path.join(ctx.scratch, 'runs')
+    env = dict(os.environ, RUNS_DIR=runs_dir, PYTHON=sys.executable, **job['env'])
+    extra = []
+    if ctx.dry:  # the same sweep, tiny: two steps a run, on the CPU
+        extra = ['--max_iters=2', '--lr_decay_iters=2', '--eval_interval=2', '--warmup_iters=1', *TINY_ARGS]
+        env['SEEDS'] = env['SEEDS'].split()[0]
+    ctx.save(command=' '.join(f"{k}='{v}'" for k, v in job['env'].items()) + ' ./ablate.sh ' + ' '.join(extra))
+    t = time.monotonic()
+    p = subprocess.Popen(['bash', 'ablate.sh', *extra], cwd=HERE, env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True)
+
+    def stop(*_):  # the orchestrator's limit: the sweep saves and stops, and what finished is still packed
+        p.send_signal(signal.SIGTERM)
+    signal.signal(signal.SIGTERM, stop)
+    text = p.communicate()[0]
+    print(text[-4000:], flush=True)
+    sweeps = sorted(os.listdir(runs_dir)) if os.path.isdir(runs_dir) else []
+    packed = []
+    for sweep in sweeps:
+        tar = os.path.join(ctx.args.out, f'{sweep}.tar.gz')
+        with tarfile.open(tar, 'w:gz') as tf:
+            for root, _, files in os.walk(os.path.join(runs_dir, sweep)):
+                for f in files:
+                    if not f.endswith(('.pt', '.lock')) and not f.startswith('.'):
+                        full = os.path.join(root, f)
+                        tf.add(full, arcname=os.path.relpath(full, runs_dir))
+        packed.append(os.path.basename(tar))
+    done = re.findall(r'^done +(\S+)', text, re.M)
+    ctx.save(wall_s=round(time.monotonic() - t, 1), exit=p.returncode, finished_runs=len(done), packed=packed,
+             status='ok' if p.returncode == 0 else 'failed')
+
+
+# -----------------------------------------------------------------------------------------------------------
+# results.md
+
+def render(res):
+    s, lines = res['steps'], []
+    env = s.get('env', {})
+    lines += [f"# GPU check ({res['mode']})", '',
+              f"{env.get('gpu') or env.get('device', '?')}, torch {env.get('torch')}, CUDA {env.get('cuda')}, "
+              f"commit {env.get('commit')}{' (dirty)' if env.get('dirty') else ''}; started {res['started']}, "
+              f"budget {res['budget_s']:.0f} s, {res.get('elapsed_s', 0)} s used.", '']
+    if env.get('bandwidth_gbs'):
+        lines.append(f"Ceilings measured: {env['bandwidth_gbs']} GB/s copy (read + write), "
+                     f"{env['bf16_tflops']} TFLOP/s bf16 matmul.")
+        lines.append('')
+    lines += ['| step | status | seconds | note |', '|---|---|---|---|']
+    for name, r in s.items():
+        lines.append(f"| {name} | {r['status']} | {r.get('seconds', '')} | {r.get('why', '')} |")
+    f = s.get('floor', {})
+    if f.get('train_flops'):
+        lines += ['', '## Floor of one step', '',
+                  f"Training step: {f['train_flops'] / 1e9:.1f} GFLOP, {f['train_bytes'] / 1e9:.3f} GB read and "
+                  f"written by the eager kernels; eval forward: {f['eval_flops'] / 1e9:.1f} GFLOP, "
+                  f"{f['eval_bytes'] / 1e9:.3f} GB."]
+        if 'train_floor_ms' in f:
+            lines.append(f"Floor: {f['train_floor_ms']} ms a training step ({f['train_bound']}-bound), "
+                         f"{f['eval_floor_ms']} ms an eval batch ({f['eval_bound']}-bound); a 5000-step run of the "
+                         f"seed's schedule {f['run_5000_floor_s']} s, evaluation {100 * f['eval_share_of_run']:.0f}% "
+                         f"of it.")
+    p = s.get('probe', {})
+    if p.get('rows'):
+        lines += ['', '## Batched seeds: does the backward see the forward\'s dropout masks?', '',
+                  'Residual |L - <V, dL/dV>| / sum|V dL/dV| per seed (rounding when consistent, tolerance '
+                  f"{p.get('tolerance', 1e-2)}).", '',
+                  '| kernel | dropout | vmap of grad (the bug?) | grad of vmap (the fix) | one seed at a time |',
+                  '|---|---|---|---|---|']
+        fmt = lambda xs: ' '.join(f'{x:.1e}' for x in xs)
+        for r in p['rows']:
+            if 'error' in r:
+                lines.append(f"| {r['backend']} | {r['dropout']} | {r['error']} | | |")
+                continue
+            lines.append(f"| {r['backend']} | {r['dropout']} | {fmt(r['vmap_of_grad'])} | {fmt(r['grad_of_vmap'])} "
+                         f"| {fmt(r['per_seed_loop'])} |")
+        if p.get('verdict'):
+            lines += ['', f"{p['verdict']}; {p['fix_verdict']}."]
+    for name in ('graph_tests', 'cuda_tests'):
+        t = s.get(name, {})
+        if t.get('summary'):
+            lines += ['', f"**{name}**: {t['summary']}" + (f"; failed: {', '.join(t['failed'])}" if t['failed']
+                                                            else '')]
+    for name, title in (('alone', 'One 3-layer run alone'), ('seeds', "--seeds='1 2 3'"), ('gpt2', '124M')):
+        runs = s.get(name, {}).get('runs')
+        if runs:
+            lines += ['', f'## {title}', '', '| run | ms/step | tokens/s | MFU (table peak) | floor / step | other |',
+                      '|---|---|---|---|---|---|']
+            for k, r in runs.items():
+                other = r.get('why') or (f"val {r['final_val_loss']:.4f}, wall {r['wall_s']} s" if 'wall_s' in r else
+                                         f"group {r['tokens_per_sec_group']:,} tokens/s"
+                                         if 'tokens_per_sec_group' in r else
+                                         f"peak {r['peak_memory_mb']} MB" if 'peak_memory_mb' in r else '')
+                lines.append(f"| {k} | {r.get('ms_per_iter', '')} | {r.get('tokens_per_sec', '')} | "
+                             f"{r.get('mfu_table', '')} | {r.get('floor_over_step', '')} | {other} |")
+    j = s.get('jobs', {}).get('jobs')
+    if j:
+        lines += ['', '## Several runs at once', ''] + [f"- JOBS={k}: {v['runs']} runs of {v['steps']} steps in "
+                                                          f"{v['wall_s']} s" for k, v in j.items()]
+    e = s.get('evidence', {})
+    if e.get('command'):
+        lines += ['', '## Evidence', '', f"`{e['command']}`: exit {e.get('exit')}, {e.get('finished_runs')} runs "
+                  f"finished in {e.get('wall_s')} s; packed {', '.join(e.get('packed', []))}"]
+    return '\n'.join(lines) + '\n'
+
+
+if __name__ == '__main__':
+    sys.exit(main())
