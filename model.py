@@ -13,17 +13,14 @@ embeddings). With default flags the model *is* nanoGPT's. The flags swap in:
   softmax1=True    softmax-1, exp(x_i) / (1 + sum_j exp(x_j)) (Kaul et al. 2025)
   n_kv_head=...    grouped-query attention
   mask_self=True   a query does not attend to its own position (Reformer's shared-QK rule)
-  leak=...         reproductions of causal-mask bugs, for explaining the seed notes' table; never a default
+  leak=...         a causal-mask bug reproduced (LeakyAttention, fenced at the end of the file); never a default
   norm/mlp/pos     the Diff paper's macro architecture: RMSNorm, SwiGLU, RoPE
 
 They compose; GPTConfig.__post_init__ rejects combinations that mean nothing.
-The fast path runs every softmax-family variant through
-F.scaled_dot_product_attention (on CPU, training with dropout, through the same
-math written out and blocked like a flash kernel, _Attend, with cheaper dropout
-masks); a naive path that builds the
-T x T weights (used by cosine attention, by attention_maps() and by the tests)
-sits next to it. check_causal() is a black-box test that a causal model's
-logits do not depend on later tokens, for train.py to run before training.
+The fast path runs every softmax-family variant through F.scaled_dot_product_attention (on the CPU, when training
+with dropout, through the same math written out in cpu_kernels.py); a naive path that builds the T x T weights
+(cosine attention, attention_maps(), the tests) sits next to it. check_causal() is a black-box test that a causal
+model's logits do not depend on later tokens, for train.py to run before training.
 """
 
 import contextlib
@@ -37,6 +34,8 @@ from typing import NamedTuple, Optional
 import torch
 import torch.nn as nn
 from torch.nn import functional as F
+
+import cpu_kernels
 
 
 @dataclass
@@ -144,121 +143,21 @@ class RMSNorm(nn.Module):
 
 
 class Dropout(nn.Module):
-    """Inverted dropout: y = x * m / (1 - p), m ~ Bernoulli(1 - p) per element.
-    Off CPU this is torch's fused kernel. On CPU torch's bernoulli_ draws a random double per element, which costs
-    as much as a small model's matmuls, so here each element gets 16 random bits instead (four masks per 64-bit
-    draw; two per 32-bit draw under torch.compile). Hence on CPU p is rounded to a multiple of 2^-16, and
-    1 / (1 - p) uses the rounded p, so that E[y] = x exactly."""
+    """Inverted dropout: y = x * m / (1 - p), m ~ Bernoulli(1 - p) per element. torch's kernel, except on the CPU,
+    where cpu_kernels.dropout draws 16 random bits an element rather than a double (p rounded to a multiple of 2^-16,
+    1 / (1 - p) of the rounded p, so that E[y] = x still)."""
 
     def __init__(self, p):
         super().__init__()
         self.p = p
-        # True: torch's own dropout on every device. train.py's SeedStack sets it, because torch.vmap batches that
-        # (randomness='different': each seed its own masks) and cannot batch the CPU path's in-place draws
-        self.plain = False
 
     def forward(self, x):
         if not self.training or self.p == 0.0:
             return x
-        if x.device.type != 'cpu' or self.plain:
-            return F.dropout(x, self.p, training=True)
-        drop, scale = self.cpu_mask(x.shape, x.device)
-        return _ScaleMasked.apply(x, drop, scale)
-
-    def cpu_mask(self, shape, device):
-        """(drop, scale): a bool mask of `shape`, True where an element is dropped, and 1 / (1 - p)."""
-        numel = math.prod(shape)
-        n_drop = min(round(self.p * 65536), 65535)  # drop where the 16 bits, read as 0..65535, fall below n_drop
-        if torch.compiler.is_compiling():
-            # Dynamo cannot trace random_ (a graph break at every dropout) but traces randint; Inductor computes
-            # high - low in int64, so 32-bit draws (two masks each) rather than 64-bit ones, which would overflow
-            bits = torch.randint(-2 ** 31, 2 ** 31, (-(-numel // 2),), dtype=torch.int32, device=device)
-        else:
-            bits = torch.empty(-(-numel // 4), dtype=torch.int64, device=device).random_(-2 ** 63, None)
-        drop = bits.view(torch.int16)[:numel].view(shape) < n_drop - 32768
-        return drop, 65536 / (65536 - n_drop)
+        return cpu_kernels.dropout(x, self.p) if x.device.type == 'cpu' else F.dropout(x, self.p, training=True)
 
     def extra_repr(self):
         return f"p={self.p}"
-
-
-class _ScaleMasked(torch.autograd.Function):
-    """y = x * scale, zero where drop: a linear map, so the backward is the same map of the gradient."""
-
-    @staticmethod
-    def forward(ctx, x, drop, scale):
-        ctx.save_for_backward(drop)
-        ctx.scale = scale
-        return (x * scale).masked_fill_(drop, 0.0)
-
-    @staticmethod
-    def backward(ctx, grad):
-        drop, = ctx.saved_tensors
-        return (grad * ctx.scale).masked_fill_(drop, 0.0), None, None
-
-
-class _Attend(torch.autograd.Function):
-    """y = dropout(softmax(q k^T * scale + bias)) v for q (N, Tq, d), k (N, Tk, d), v (N, Tk, dv), in torch ops and
-    blocked like a flash kernel: a block is up to `rows` query rows of as many maps as make about `weights` weights,
-    so that it stays in cache, and under a causal mask (top-left, as SDPA's) rows j..e-1 see only keys 0..e-1. The
-    backward recomputes each block's weights rather than keeping all N x Tq x Tk of them; only the dropout masks,
-    one byte per weight, are kept. This is SDPA's math path on CPU (the one it takes with dropout), made faster and
-    leaner by the blocking, and it needs no zero padding for diff's q, k of d channels against a v of 2d."""
-    rows, weights = 64, 2 ** 17
-
-    @staticmethod
-    def blocks(N, Tq, Tk, causal):
-        """(maps, rows, keys) slices of each block."""
-        if torch.compiler.is_compiling():  # one block: Inductor fuses and tiles the written-out math itself
-            yield slice(0, N), slice(0, Tq), slice(0, Tk)
-            return
-        rows = min(Tq, _Attend.rows)
-        maps = max(1, _Attend.weights // (rows * Tk))
-        for i in range(0, N, maps):
-            for j in range(0, Tq, rows):
-                e = min(j + rows, Tq)
-                yield slice(i, i + maps), slice(j, e), slice(0, min(e, Tk) if causal else Tk)
-
-    @staticmethod
-    def forward(ctx, q, k, v, bias, causal, scale, dropout):
-        y = torch.empty(*q.shape[:-1], v.size(-1), dtype=q.dtype, device=q.device)
-        drops = None if dropout is None else torch.zeros(*q.shape[:-1], k.size(1), dtype=torch.bool, device=q.device)
-        drop_scale = 1.0
-        for m, r, c in _Attend.blocks(q.size(0), q.size(1), k.size(1), causal):
-            p = torch.softmax(torch.baddbmm(bias[r, c], q[m, r], k[m, c].transpose(1, 2), alpha=scale), dim=-1)
-            if dropout is not None:
-                drop, drop_scale = dropout.cpu_mask(p.shape, p.device)
-                drops[m, r, c] = drop
-                p.masked_fill_(drop, 0.0)
-            torch.bmm(p, v[m, c], out=y[m, r])
-        y.mul_(drop_scale)  # dropout's 1 / (1 - p), on the (N, Tq, dv) output rather than on the weights
-        ctx.save_for_backward(q, k, v, bias, y, drops)
-        ctx.causal, ctx.scale, ctx.drop_scale = causal, scale, drop_scale
-        return y
-
-    @staticmethod
-    def backward(ctx, gy):
-        # P the weights, M the kept mask, s = 1 / (1 - p), so Y = s (P * M) V:
-        #   dV = (P * M)^T (s dY),  dP = (s dY V^T) * M,
-        #   dS = P * (dP - rowsum(dP * P)), softmax's backward, where rowsum(dP * P) = rowsum(dY * Y),
-        #   dQ = scale dS K,  dK = scale dS^T Q
-        q, k, v, bias, y, drops = ctx.saved_tensors
-        with torch.autocast(q.device.type, enabled=False):
-            gy = gy.to(y.dtype)
-            delta = (gy * y).sum(-1, keepdim=True)
-            gy = gy * ctx.drop_scale
-            dq, dk, dv = torch.empty_like(q), torch.zeros_like(k), torch.zeros_like(v)
-            for m, r, c in _Attend.blocks(q.size(0), q.size(1), k.size(1), ctx.causal):
-                p = torch.softmax(torch.baddbmm(bias[r, c], q[m, r], k[m, c].transpose(1, 2), alpha=ctx.scale), -1)
-                dp = torch.bmm(gy[m, r], v[m, c].transpose(1, 2))
-                kept = p if drops is None else p.masked_fill(drops[m, r, c], 0.0)
-                if drops is not None:
-                    dp.masked_fill_(drops[m, r, c], 0.0)
-                dv[m, c].baddbmm_(kept.transpose(1, 2), gy[m, r])
-                ds = p.mul_(dp.sub_(delta[m, r]))
-                torch.bmm(ds, k[m, c], out=dq[m, r])
-                dk[m, c].baddbmm_(ds.transpose(1, 2), q[m, r])
-            return dq.mul_(ctx.scale), dk.mul_(ctx.scale), dv, None, None, None, None
 
 
 def make_norm(config, dim):
@@ -289,6 +188,7 @@ class Lambdas(NamedTuple):
 
 class SelfAttention(nn.Module):
     """One module for every attention variant, causal or not; each idea is a few lines below."""
+    naive_only = False  # True: every forward through the naive path (weights()), as LeakyAttention's do
 
     def __init__(self, config, depth):
         super().__init__()
@@ -296,7 +196,7 @@ class SelfAttention(nn.Module):
         self.n_head, self.n_kv_head = H, config.n_kv_head or H
         self.kind = config.attn  # 'softmax' | 'diff' | 'diffv2' | 'cosine'
         self.symmetric, self.softmax1, self.causal = config.symmetric, config.softmax1, config.causal
-        self.mask_self, self.leak = config.mask_self, config.leak
+        self.mask_self = config.mask_self
         self.gate, self.gate_pos, self.dropout = config.gate, config.gate_pos, config.dropout
         self.head_dim = hd = config.head_dim
         # query heads and key heads of size hd, value heads of size v_dim:
@@ -395,22 +295,10 @@ class SelfAttention(nn.Module):
         keep = None  # SDPA's boolean mask, True where query i may attend to key j
         if no_diag:  # mask_self without a causal mask: query i loses key i (softmax-1: key i + 1, after the zero key)
             keep = torch.arange(Tk, device=q.device) != torch.arange(Tq, device=q.device)[:, None] + (Tk - Tq)
-        if self.training and self.dropout > 0 and q.device.type == 'cpu' and not self.attn_dropout.plain:
-            # With dropout_p > 0 SDPA leaves its fused CPU kernel for a math path that draws a random double per
-            # weight and keeps every weight for the backward. _Attend is that math path blocked, with the cheaper
-            # masks of Dropout; like SDPA's, it computes in at least fp32 (autocast would run it in bf16).
-            if k.size(1) != q.size(1):  # GQA: query head h uses kv head h // n_rep
-                k, v = (t.repeat_interleave(q.size(1) // k.size(1), dim=1) for t in (k, v))
-            dtype = v.dtype
-            with torch.autocast('cpu', enabled=False):
-                q, k, v = upcast(q), upcast(k), upcast(v)
-                # the masks as an additive bias: causal (aligned top-left, as SDPA's) and keep
-                bias = torch.full((Tq, Tk), float('-inf') if causal else 0.0, dtype=q.dtype, device=q.device).triu(1)
-                if keep is not None:
-                    bias = bias.masked_fill(~keep, float('-inf'))
-                drop = self.attn_dropout if self.attn_dropout.p > 0 else None
-                y = _Attend.apply(q.flatten(0, 1), k.flatten(0, 1), v.flatten(0, 1), bias, causal, scale, drop)
-            y = y.view(*q.shape[:-1], v.size(-1)).to(dtype)
+        if self.training and self.dropout > 0 and q.device.type == 'cpu':
+            # SDPA with dropout_p > 0 leaves its fused CPU kernel for a math path that draws a random double per weight
+            # and keeps every weight for the backward: cpu_kernels.attention is that math, blocked, with cheaper masks
+            y = cpu_kernels.attention(q, k, v, causal, keep, scale, self.attn_dropout.p)
         else:
             if q.size(-1) != v.size(-1):
                 # diff: q, k have d channels, v has 2d. Kernels want equal head sizes; zero channels add 0 to q.k.
@@ -424,65 +312,55 @@ class SelfAttention(nn.Module):
         """(T, T) bool, True where query i may attend to key j: j <= i if causal; with mask_self not j = i,
         unless key i is the only key of row i (causal row 0, or T = 1)."""
         ok = torch.ones(T, T, dtype=torch.bool, device=device)
-        if self.causal or self.leak != 'none':  # leak: the causal mask, applied wrongly (see masked)
-            ok = ok.tril(1 if self.leak == 'off_by_one' else 0)  # off by one: query t also sees key t + 1
+        if self.causal:
+            ok = ok.tril()
         if self.mask_self:
             eye = torch.eye(T, dtype=torch.bool, device=device)
             others = ok & ~eye
             ok = others | (eye & ~others.any(-1, keepdim=True))
         return ok
 
-    def masked(self, s, mask, fill):
-        """Scores (softmax) or weights (cosine) s with the keys `mask` forbids set to `fill`: -inf, or a cosine
-        weight of 0. leak='zero_future' reproduces a bug instead: the forbidden scores become 0, as `att * tril`,
-        `masked_fill(mask == 0, 0)` or an additive mask of zeros where -inf was meant give. A future key then keeps
-        weight exp(0) (a cosine's 1 + cos = 1): the future is seen as an average, never one chosen key."""
-        if self.leak == 'zero_future':
-            return s.masked_fill(~mask, 0.0 if fill == float('-inf') else 1.0)
+    # three hooks of the naive path, each the paper's step here, each a bug in LeakyAttention at the end of the file
+    def mask_scores(self, s, mask, fill):
+        """Before normalising a row: the keys `mask` forbids get `fill`, a score of -inf (softmax: weight 0) or a
+        cosine weight of 0."""
         return s.masked_fill(~mask, fill)
 
-    def subln_time(self, y):
-        """leak='time_norm' reproduces a bug: each head of y (B, H, T, 2d) normalised over (T, 2d) together,
-        (y - mean) / sqrt(var + eps) * weight, as nn.GroupNorm(H, H * 2d) gives on a (B, H * 2d, T) tensor. The
-        paper's subln normalises each position alone; here every position's shift and scale come from statistics
-        over the whole window, later positions included: two numbers per head and window reach back in time."""
-        yf = upcast(y)
-        var, mean = torch.var_mean(yf, dim=(-2, -1), correction=0, keepdim=True)
-        return ((yf - mean) * torch.rsqrt(var + self.subln.eps) * self.subln.weight.to(yf.dtype)).type_as(y)
+    def mask_weights(self, w, mask):
+        """After normalising a row: nothing left to mask."""
+        return w
 
-    def weights(self, q, k, lam=None):
-        """The naive path: attention weights (B, H, T, T) built explicitly from the formulas."""
-        T = q.size(2)
-        mask = self.allowed(T, q.device) if self.causal or self.mask_self or self.leak != 'none' else None
+    def norm_heads(self, y):
+        """Diff's per-head norm of y (B, H, T, 2d): subln, an RMSNorm over each head's 2d channels, position by
+        position."""
+        return self.subln(y)
 
-        # leak='after_norm' reproduces a bug: the row is normalised over every key and the future's weights are
-        # zeroed afterwards (`softmax(att).masked_fill(future, 0)`). The kept weights no longer sum to 1: how much
-        # of the row the future took, a function of the future keys, scales what the past contributes
-        late = self.leak == 'after_norm'
+    def weights(self, q, k):
+        """The naive path: the attention maps (B, H, T, T) written out from the formulas, (A,), or (A1, A2) for the
+        two maps of a differential head."""
+        mask = self.allowed(q.size(2), q.device)
 
         def one_map(q, k):
             k = k.repeat_interleave(q.size(1) // k.size(1), dim=1)  # GQA: query head h uses kv head h // n_rep
-            if self.kind == 'cosine':
+            if self.kind == 'cosine':  # w_ij = 1 + cos(q_i, k_j), divided by the row sum
                 w = 1 + F.normalize(upcast(q), dim=-1) @ F.normalize(upcast(k), dim=-1).transpose(-2, -1)
-                if mask is not None and not late:
-                    w = self.masked(w, mask, 0.0)
+                w = self.mask_scores(w, mask, 0.0)
                 w = w / w.sum(-1, keepdim=True).clamp_min(1e-6)
             else:
-                s = (upcast(q) @ upcast(k).transpose(-2, -1)) * q.size(-1) ** -0.5
-                if mask is not None and not late:
-                    s = self.masked(s, mask, float('-inf'))
+                s = self.mask_scores((upcast(q) @ upcast(k).transpose(-2, -1)) * q.size(-1) ** -0.5, mask,
+                                     float('-inf'))
                 if not self.softmax1:
                     w = torch.softmax(s, dim=-1)
-                else:
-                    m = s.amax(-1, keepdim=True).clamp_min(0)  # shift by max(m, 0): the zero logit is exp(-m)
+                else:  # exp(s_j) / (1 + sum exp(s)), shifted by max(m, 0): the zero logit is exp(-m)
+                    m = s.amax(-1, keepdim=True).clamp_min(0)
                     e = torch.exp(s - m)
                     w = e / (torch.exp(-m) + e.sum(-1, keepdim=True))
-            return w.masked_fill(~mask, 0.0) if late else w
+            return self.mask_weights(w, mask)
 
         if self.kind in ('diff', 'diffv2'):
             q1, q2, k1, k2 = self.split_pairs(q, k)
-            return one_map(q1, k1) - lam * one_map(q2, k2)
-        return one_map(q, k)
+            return one_map(q1, k1), one_map(q2, k2)
+        return (one_map(q, k),)
 
     def forward(self, x, return_weights=False):
         B, T, C = x.size()
@@ -493,9 +371,11 @@ class SelfAttention(nn.Module):
         elif self.kind == 'diffv2':
             lam = torch.sigmoid(self.lambda_proj(x)).transpose(1, 2).unsqueeze(-1).to(q.dtype)  # (B, H, T, 1)
         w = None
-        if return_weights or self.kind == 'cosine' or self.leak != 'none':  # a leak: the naive path only
-            w = self.weights(q, k, lam)
-            y = self.attn_dropout(w).to(v.dtype) @ v.repeat_interleave(self.n_head // self.n_kv_head, dim=1)
+        if return_weights or self.kind == 'cosine' or self.naive_only:
+            maps = self.weights(q, k)
+            v = v.repeat_interleave(self.n_head // self.n_kv_head, dim=1)
+            w = maps[0] if len(maps) == 1 else maps[0] - lam * maps[1]
+            y = self.attn_dropout(w).to(v.dtype) @ v
         elif self.kind in ('diff', 'diffv2'):
             # (A1 - lambda A2) V = A1 V - lambda A2 V: both maps in one SDPA call, stacked along the batch
             q1, q2, k1, k2 = self.split_pairs(q, k)
@@ -504,8 +384,7 @@ class SelfAttention(nn.Module):
         else:
             y = self.sdpa(q, k, v)
         if self.kind == 'diff':
-            y = self.subln_time(y) if self.leak == 'time_norm' else self.subln(y)
-            y = y * (1 - self.lambda_init)
+            y = self.norm_heads(y) * (1 - self.lambda_init)
         y = y.transpose(1, 2)  # (B, T, H, v_dim)
         if self.gate != 'none' and self.gate_pos == 'sdpa':  # G1
             y = self._gate(y, x)
@@ -540,7 +419,7 @@ class Block(nn.Module):
     def __init__(self, config, depth):
         super().__init__()
         self.ln_1 = make_norm(config, config.n_embd)
-        self.attn = SelfAttention(config, depth)
+        self.attn = (SelfAttention if config.leak == 'none' else LeakyAttention)(config, depth)
         self.ln_2 = make_norm(config, config.n_embd)
         self.mlp = MLP(config)
 
@@ -781,3 +660,53 @@ def load_checkpoint(path, device='cpu'):
     model = GPT(GPTConfig(**{k: v for k, v in ckpt['model_args'].items() if k in known}))
     model.load_state_dict(ckpt['model'])
     return model.to(device), ckpt
+
+
+# ===========================================================================================================
+# Reproductions of other people's causal-mask bugs, not the papers' attention: GPTConfig.leak='...' builds the blocks
+# with LeakyAttention instead of SelfAttention, to test which bug could give the seed notes' losses
+# (results/seed_table_explained.md). Each bug overrides one hook of SelfAttention's naive path, and every forward
+# takes that path. None is a causal model: check_causal refuses them, so a run says causal=False (train.py refuses a
+# leak otherwise). Never a default.
+
+class LeakyAttention(SelfAttention):
+    """SelfAttention with one bug in how it applies the causal mask (config.leak):
+    zero_future  future scores 0 instead of -inf (`att * tril`, `masked_fill(mask == 0, 0)`, an additive mask of
+                 zeros where -inf was meant): a future key keeps weight exp(0) (a cosine's 1 + cos = 1), so the
+                 future is seen as an average, never one chosen key;
+    off_by_one   query t also sees key t + 1;
+    after_norm   the row normalised over every key, the future's weights zeroed afterwards
+                 (`softmax(att).masked_fill(future, 0)`): how much of the row the future took, a function of the
+                 future keys, scales what the past contributes;
+    time_norm    (attn='diff') the per-head subln taken over (T, 2d), a GroupNorm over time: every position's shift
+                 and scale come from statistics over the whole window, later positions included."""
+    naive_only = True
+
+    def __init__(self, config, depth):
+        super().__init__(config, depth)
+        self.leak = config.leak
+
+    def allowed(self, T, device):
+        """The causal mask, whatever `causal` says (a leak run has causal=False for the check's sake); off_by_one:
+        one key further."""
+        return torch.ones(T, T, dtype=torch.bool, device=device).tril(1 if self.leak == 'off_by_one' else 0)
+
+    def mask_scores(self, s, mask, fill):
+        if self.leak == 'after_norm':
+            return s
+        if self.leak == 'zero_future':
+            return s.masked_fill(~mask, 0.0 if fill == float('-inf') else 1.0)
+        return super().mask_scores(s, mask, fill)
+
+    def mask_weights(self, w, mask):
+        return w.masked_fill(~mask, 0.0) if self.leak == 'after_norm' else w
+
+    def norm_heads(self, y):
+        return self.subln_time(y) if self.leak == 'time_norm' else super().norm_heads(y)
+
+    def subln_time(self, y):
+        """Each head of y (B, H, T, 2d) normalised over (T, 2d) together, (y - mean) / sqrt(var + eps) * weight, as
+        nn.GroupNorm(H, H * 2d) gives on a (B, H * 2d, T) tensor."""
+        yf = upcast(y)
+        var, mean = torch.var_mean(yf, dim=(-2, -1), correction=0, keepdim=True)
+        return ((yf - mean) * torch.rsqrt(var + self.subln.eps) * self.subln.weight.to(yf.dtype)).type_as(y)

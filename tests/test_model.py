@@ -23,6 +23,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import cpu_kernels  # noqa: E402
 import model as M  # noqa: E402
 from model import GPT, GPTConfig  # noqa: E402
 
@@ -1394,14 +1395,14 @@ def attend_inputs(causal, N=5, Tq=10, d=4, dv=6, seed=0):
 def test_attend_in_blocks_equals_the_formula(causal, rows, weights, monkeypatch):
     """_Attend, in one block or in many (partial last blocks of rows and of maps, causal blocks seeing only the keys
     up to their last row), equals softmax(q k^T * scale + bias) v written out, forward and backward, in fp64."""
-    monkeypatch.setattr(M._Attend, 'rows', rows)
-    monkeypatch.setattr(M._Attend, 'weights', weights)
+    monkeypatch.setattr(cpu_kernels._Attend, 'rows', rows)
+    monkeypatch.setattr(cpu_kernels._Attend, 'weights', weights)
     q, k, v, bias = attend_inputs(causal)
     gy = torch.randn(q.size(0), q.size(1), v.size(-1), dtype=torch.float64)
     cover = torch.zeros(q.size(0), q.size(1), dtype=torch.int64)  # blocks partition the (map, row) pairs
-    for m, r, _ in M._Attend.blocks(q.size(0), q.size(1), k.size(1), causal):
+    for m, r, _ in cpu_kernels._Attend.blocks(q.size(0), q.size(1), k.size(1), causal):
         cover[m, r] += 1
-    assert (cover == 1).all() and (rows == 64) == (len(list(M._Attend.blocks(5, 10, 11, causal))) == 1)
+    assert (cover == 1).all() and (rows == 64) == (len(list(cpu_kernels._Attend.blocks(5, 10, 11, causal))) == 1)
 
     def grads(y):
         q.grad = k.grad = v.grad = None
@@ -1409,7 +1410,7 @@ def test_attend_in_blocks_equals_the_formula(causal, rows, weights, monkeypatch)
         return y.detach(), q.grad.clone(), k.grad.clone(), v.grad.clone()
 
     want = grads(torch.softmax(q @ k.transpose(1, 2) * 0.7 + bias, dim=-1) @ v)
-    for got, w in zip(grads(M._Attend.apply(q, k, v, bias, causal, 0.7, None)), want):
+    for got, w in zip(grads(cpu_kernels._Attend.apply(q, k, v, bias, causal, 0.7, None)), want):
         close(got, w, atol=1e-12, rtol=1e-12)
 
 
@@ -1418,16 +1419,16 @@ def test_attend_with_dropout_backward_uses_the_forwards_masks(causal, monkeypatc
     """gradcheck of _Attend with dropout 0.3, in blocks, the RNG seeded before every call so that each call draws the
     same masks: the analytic backward (the masks kept by the forward) agrees with finite differences of the forward.
     The dropout is real: the output differs from the one without it."""
-    monkeypatch.setattr(M._Attend, 'rows', 3)
-    monkeypatch.setattr(M._Attend, 'weights', 20)
+    monkeypatch.setattr(cpu_kernels._Attend, 'rows', 3)
+    monkeypatch.setattr(cpu_kernels._Attend, 'weights', 20)
     q, k, v, bias = attend_inputs(causal, N=3, Tq=7, d=3, dv=4)
     drop = M.Dropout(0.3).train()
 
     def f(q, k, v):
         torch.manual_seed(0)
-        return M._Attend.apply(q, k, v, bias, causal, 0.5, drop)
+        return cpu_kernels._Attend.apply(q, k, v, bias, causal, 0.5, drop)
 
-    assert dmax(f(q, k, v), M._Attend.apply(q, k, v, bias, causal, 0.5, None)) > TEETH
+    assert dmax(f(q, k, v), cpu_kernels._Attend.apply(q, k, v, bias, causal, 0.5, None)) > TEETH
     assert torch.autograd.gradcheck(f, (q, k, v))
 
 
@@ -1785,3 +1786,4 @@ def test_rope_theta_without_rope_is_an_error():
     with pytest.raises(ValueError, match="rope_theta only applies to pos='rope'"):
         GPTConfig(rope_theta=500.0)
     assert GPTConfig(pos='rope', rope_theta=500.0).rope_theta == 500.0
+
