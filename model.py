@@ -371,11 +371,16 @@ class SelfAttention(nn.Module):
         elif self.kind == 'diffv2':
             lam = torch.sigmoid(self.lambda_proj(x)).transpose(1, 2).unsqueeze(-1).to(q.dtype)  # (B, H, T, 1)
         w = None
+        # Attention dropout drops each softmax map on its own, on every path: Diff's output is
+        #   (drop(A1) - lambda drop(A2)) V,
+        # which is what a fused kernel with dropout_p does to the two maps stacked along the batch (the fast path),
+        # and what the naive path does below. Dropping the difference A1 - lambda A2 once would need the T x T map,
+        # which the fused kernels never build.
         if return_weights or self.kind == 'cosine' or self.naive_only:
             maps = self.weights(q, k)
             v = v.repeat_interleave(self.n_head // self.n_kv_head, dim=1)
-            w = maps[0] if len(maps) == 1 else maps[0] - lam * maps[1]
-            y = self.attn_dropout(w).to(v.dtype) @ v
+            y1, *y2 = (self.attn_dropout(a).to(v.dtype) @ v for a in maps)
+            y, w = (y1, maps[0]) if not y2 else (y1 - lam * y2[0], maps[0] - lam * maps[1])
         elif self.kind in ('diff', 'diffv2'):
             # (A1 - lambda A2) V = A1 V - lambda A2 V: both maps in one SDPA call, stacked along the batch
             q1, q2, k1, k2 = self.split_pairs(q, k)

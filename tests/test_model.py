@@ -1787,3 +1787,23 @@ def test_rope_theta_without_rope_is_an_error():
         GPTConfig(rope_theta=500.0)
     assert GPTConfig(pos='rope', rope_theta=500.0).rope_theta == 500.0
 
+
+@pytest.mark.parametrize('kw', [dict(attn='diff'), dict(attn='diffv2', n_kv_head=2)], ids=gid)
+def test_diff_attention_dropout_is_one_rule_on_every_path(kw):
+    """(drop(A1) - lambda drop(A2)) V on the fast path (the two maps stacked in one call) and on the naive path
+    (LeakyAttention's, attention_maps'): a layer's output varies as much over dropout draws on either. Dropping
+    A1 - lambda A2 once, as the naive path did, gives a different spread (about 1.5x the std at p = 0.2)."""
+    m = randomize(make(**kw, dropout=0.3), gain=1.0)
+    a = m.transformer.h[0].attn
+    a.resid_dropout.p = 0.0  # only the attention maps are dropped
+    a.train()
+    x = rand_x(m.config.n_embd)
+
+    def spread(naive):
+        torch.manual_seed(0)
+        with torch.no_grad():
+            ys = torch.stack([a(x, return_weights=True)[0] if naive else a(x) for _ in range(300)])
+        return ys.var(0).mean().item()
+
+    fast, naive = spread(False), spread(True)
+    assert fast > 0 and abs(naive / fast - 1) < 0.1, (naive, fast)
