@@ -9,8 +9,6 @@
 #   LEAK=zero_future PROFILE=cpu_long ./ablate.sh # the causal mask with a bug (model.py's leak), a sweep of its own
 #   SEEDS="1 2 3" NPROC=4 ./ablate.sh             # three seeds, each run on 4 GPUs with torchrun
 #   SEEDS="1 2 3" JOBS=8 ./ablate.sh              # eight runs at a time, spread over every visible GPU
-#   SEEDS="1 2 3" BATCH_SEEDS=1 JOBS=5 ./ablate.sh  # each config's three seeds as one batched model (train.py
-#                                                 # --seeds), five configs at a time
 #   SWEEP=shakespeare_full_dropout0.1 VARIANTS="nanogpt diff" DEPTHS=6L ./ablate.sh --dropout=0.1
 #                                                 # extra --key=value go to every run, in a sweep of their own
 #   PROFILE=gpt2 NPROC=8 ./ablate.sh              # GPT-2 124M on web text (data/fineweb), each run on 8 GPUs
@@ -53,14 +51,6 @@
 #   RUNS_DIR  where sweeps live               (default runs)
 #   NPROC     processes per run (torchrun)    (default 1: plain python)
 #   JOBS      runs at once on the machine     (default 1; e.g. 8 for 3-8 layer models on one large GPU)
-#   BATCH_SEEDS  0 | 1                        (default 0; 1 trains the seeds of one config that start from
-#                                              scratch as one batched model in one process (train.py's seeds=),
-#                                              one slot for the group, each seed still its own run folder; a run
-#                                              to resume, one that failed, or one in use elsewhere runs alone.
-#                                              Meant for GPUs,
-#                                              where a small model's step is launch-bound: measure it first
-#                                              (bench_batched.py). With dropout a seed's masks then differ from
-#                                              its separate run's; at dropout 0 its losses are the same)
 #   GPUS      GPU indices the runs spread over (default: CUDA_VISIBLE_DEVICES if set, else every GPU nvidia-smi
 #                                              lists, else none: no GPU assignment). Slot k of JOBS gets
 #                                              CUDA_VISIBLE_DEVICES = the k-th group of NPROC of them, round robin
@@ -107,12 +97,6 @@ JOBS=${JOBS:-1}
 case "$JOBS" in ''|*[!0-9]*|0) echo "ablate.sh: JOBS=$JOBS must be a whole number of runs at once, 1 or more" >&2; exit 2 ;; esac
 ANALYZE=${ANALYZE:-0}
 case "$ANALYZE" in 0|1) ;; *) echo "ablate.sh: ANALYZE=$ANALYZE is not one of: 0 1" >&2; exit 2 ;; esac
-BATCH_SEEDS=${BATCH_SEEDS:-0}
-case "$BATCH_SEEDS" in 0|1) ;; *) echo "ablate.sh: BATCH_SEEDS=$BATCH_SEEDS is not one of: 0 1" >&2; exit 2 ;; esac
-if [ "$BATCH_SEEDS" = 1 ] && { [ "$NPROC" -gt 1 ] || [ "${SLURM:-0}" = 1 ]; }; then
-  echo "ablate.sh: BATCH_SEEDS=1 trains a config's seeds in one process; NPROC>1 (torchrun) and SLURM=1 (one run a" \
-       "task) run each seed on its own: drop BATCH_SEEDS" >&2; exit 2
-fi
 SEEDS=${SEEDS:-1337}
 for s in $SEEDS; do  # a comma list (SEEDS=1,2) would name one folder nanogpt_3L_s1,2
   case "$s" in *[!0-9]*) echo "ablate.sh: SEEDS=\"$SEEDS\" must be whole numbers separated by spaces, e.g." \
@@ -214,11 +198,11 @@ ROOT=${RUNS_DIR:-runs}/$SWEEP
 # keeps equal to this list). Kept in $ROOT/sweep_settings; a launch with other settings is refused, since
 # report.py averages a cell's runs as seeds of one setting, and would skip a finished run made with others.
 FREE_KEYS="out_dir init_from eval_only device dtype compile compile_mode cuda_graph wandb_log wandb_project
-           wandb_run_name wandb_mode log_interval always_save_checkpoint ckpt_interval resume_strict seeds"
+           wandb_run_name wandb_mode log_interval always_save_checkpoint ckpt_interval resume_strict"
 FREE=" $(echo $FREE_KEYS) "  # on one line
 for a in "$@"; do  # what the sweep sets per run
   case "$a" in
-    --seed=*|--seeds=*|--out_dir=*|--init_from=*)
+    --seed=*|--out_dir=*|--init_from=*)
       echo "ablate.sh: ${a%%=*} is the sweep's to set (each run's seed comes from SEEDS, its folder and resume from" \
            "the sweep): drop it from the extra arguments" >&2; exit 2 ;;
   esac
@@ -315,27 +299,6 @@ if [ -n "$TASK" ]; then  # Slurm gives the task its GPUs (CUDA_VISIBLE_DEVICES),
   RUNS=("$run"); JOBS=1
 fi
 
-if [ "$BATCH_SEEDS" = 1 ]; then
-  # a config's seeds that start from scratch, not in use elsewhere, become one entry "cfg <folder with {seed}>
-  # s1,s2,..." (train.py --seeds); the others (finished, to resume, failed before, busy) stay single runs, and
-  # go first
-  declare -A FRESH=(); ORDER=(); SINGLE=()
-  for run in "${RUNS[@]}"; do
-    read -r cfg dir seed <<< "$run"
-    if [ -f "$dir/summary.json" ] || [ -f "$dir/ckpt.pt" ] || [ -f "$dir/FAILED" ] ||
-       { [ -f "$dir/.lock" ] && command -v flock >/dev/null && ! flock -n "$dir/.lock" true 2>/dev/null; }; then
-      SINGLE+=("$run"); continue
-    fi
-    [ -n "${FRESH[$cfg]+set}" ] || ORDER+=("$cfg")
-    FRESH[$cfg]+="${FRESH[$cfg]:+,}$seed"
-  done
-  RUNS=("${SINGLE[@]}")
-  for cfg in "${ORDER[@]}"; do
-    seeds=${FRESH[$cfg]}
-    if [[ "$seeds" == *,* ]]; then RUNS+=("$cfg $ROOT/$(basename "$cfg" .py)_s{seed} $seeds")
-    else RUNS+=("$cfg $ROOT/$(basename "$cfg" .py)_s$seeds $seeds"); fi
-  done
-fi
 folders() {  # dir seeds: the run folders of an entry (a group's dir holds {seed}, its seeds a comma list)
   local s; for s in ${2//,/ }; do echo "${1//\{seed\}/$s}"; done
 }

@@ -17,22 +17,15 @@ The steps (results/bench_gpu.md says what each measures and why):
   floor        the seed's 3-layer step counted on this device: FLOPs, and the bytes its eager kernels read and
                write (a dispatch mode sums every op's inputs and outputs); the floor is the larger of FLOPs / rate
                and bytes / bandwidth, for a training step and for an eval forward
-  probe        is the batched-seeds gradient right? SDPA under torch.vmap of grad against the same call on the
-               merged batch, per seed, dropout 0 and 0.2, flash and memory-efficient kernels. Out = A V is linear
-               in V, so loss = <V, dloss/dV> exactly when the backward used the forward's dropout masks: a
-               residual far above rounding means another mask. Also the fix, grad of vmap (forward batched, one
-               ordinary backward of the merged call)
-  graph_tests  tests/test_cuda.py's CUDA graph, reduce-overhead and --seeds tests
+  graph_tests  tests/test_cuda.py's CUDA graph and reduce-overhead tests: is the graphed step right?
   alone        one 3-layer run alone (the seed's schedule: bf16, dropout 0.2): eager, compiled, graphed, graphed +
                compiled; ms/step, tokens/s, MFU against the FLOP rate, and the floor over the step time
-  seeds        --seeds='1 2 3' (one batched model) against the alone runs, eager and compiled
   gpt2         the 124M config (nanogpt and diff): tokens/s, MFU and peak memory for a few steps
   cuda_tests   the rest of tests/test_cuda.py
   jobs         several 3-layer runs at once (ablate.sh JOBS), if time is left
 """
 import argparse
 import json
-import math
 import os
 import re
 import shutil
@@ -48,8 +41,8 @@ from output import write_json, write_text
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 # (step, seconds it needs at least, seconds it may take at most), most important first
-STEPS = [('env', 10, 60), ('floor', 10, 60), ('probe', 15, 90), ('graph_tests', 60, 200), ('alone', 60, 240),
-         ('seeds', 40, 150), ('gpt2', 60, 180), ('cuda_tests', 60, 240), ('jobs', 90, 240)]
+STEPS = [('env', 10, 60), ('floor', 10, 60), ('graph_tests', 60, 200), ('alone', 60, 240), ('gpt2', 60, 180),
+         ('cuda_tests', 60, 240), ('jobs', 90, 240)]
 
 # --evidence NAME: GPU jobs that results/seed_table_explained.md and results/claims.md list as unmeasured, each
 # sized to finish inside one 10-minute call on one H100 (an estimate until measured: bench_gpu.md). Each is one
@@ -128,7 +121,7 @@ def run_child(args, name, scratch, limit, results):
     with open(os.path.join(args.out, 'log.txt'), 'a') as log:
         log.write(f"\n===== {name} (limit {limit:.0f} s)\n")
         log.flush()
-        p = subprocess.Popen(cmd, cwd=HERE, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        p = subprocess.Popen(cmd, cwd=HERE, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             rc = p.wait(timeout=limit)
         except subprocess.TimeoutExpired:
@@ -314,75 +307,6 @@ def step_floor(ctx):
     ctx.save(**out)
 
 
-def step_probe(ctx):
-    """SDPA under vmap, per seed, against the merged call; see the module's docstring."""
-    import torch
-    import torch.nn.functional as F
-    dev = 'cpu' if ctx.dry else device()
-    if dev == 'cuda':
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-        backends = {'flash': SDPBackend.FLASH_ATTENTION, 'efficient': SDPBackend.EFFICIENT_ATTENTION}
-        dtype, shape = torch.bfloat16, (3, 4, 4, 256, 64)  # K seeds, B, H, T, d
-    else:
-        import contextlib
-        backends, dtype, shape = {'math': None}, torch.float32, (3, 2, 2, 16, 8)
-    rows = []
-    for name, backend in backends.items():
-        for p in (0.0, 0.2):
-            g = torch.Generator(device=dev).manual_seed(0)
-            q, k, v, w = (torch.randn(shape, device=dev, generator=g).to(dtype) for _ in range(4))
-            ctxm = (lambda: sdpa_kernel([backend])) if backend is not None else contextlib.nullcontext
-
-            def f(q, k, v, w):
-                with ctxm():
-                    y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
-                return (y.float() * w.float()).sum()
-
-            try:
-                rows.append(dict(backend=name, dropout=p, **consistency(f, q, k, v, w)))
-            except Exception as e:  # noqa: BLE001: e.g. no such kernel for this shape here; the other rows go on
-                rows.append(dict(backend=name, dropout=p, error=f"{type(e).__name__}: {str(e)[:200]}"))
-            ctx.save(rows=rows)
-    tol = 1e-2
-    ok = [r for r in rows if 'error' not in r]
-    bad = [r for r in ok if max(r['vmap_of_grad']) > tol]
-    fix_bad = [r for r in ok if max(r['grad_of_vmap']) > tol]
-    ctx.save(rows=rows, tolerance=tol,
-             verdict=('vmap of grad: wrong masks in the backward for ' +
-                      ', '.join(f"{r['backend']} at dropout {r['dropout']}" for r in bad)) if bad else
-             'vmap of grad: every seed consistent',
-             fix_verdict=('grad of vmap: wrong for ' + ', '.join(f"{r['backend']} p={r['dropout']}" for r in fix_bad))
-             if fix_bad else 'grad of vmap: every seed consistent')
-
-
-def consistency(f, q, k, v, w):
-    """Per seed, |L - <V, dL/dV>| / sum |V * dL/dV| of f = sum(SDPA(q, k, v) * w), three ways: vmap of grad (the
-    batched step until now), grad of vmap (forward batched, one ordinary backward), one seed at a time."""
-    import torch
-    from torch.func import grad_and_value, vmap
-
-    def residual(L, gv):
-        prod = (v.float() * gv.float()).flatten(1)
-        return ((L.detach().float() - prod.sum(1)).abs() / prod.abs().sum(1)).tolist()
-    torch.manual_seed(1)
-    gv, L = vmap(grad_and_value(f, argnums=2), randomness='different')(q, k, v, w)
-    out = dict(vmap_of_grad=residual(L, gv))
-    vv = v.detach().clone().requires_grad_()
-    torch.manual_seed(1)
-    L = vmap(f, randomness='different')(q, k, vv, w)
-    L.sum().backward()
-    out['grad_of_vmap'] = residual(L, vv.grad)
-    loop_L, loop_g = [], []
-    for s in range(v.size(0)):
-        vs = v[s].detach().clone().requires_grad_()
-        Ls = f(q[s], k[s], vs, w[s])
-        Ls.backward()
-        loop_L.append(Ls.detach())
-        loop_g.append(vs.grad)
-    out['per_seed_loop'] = residual(torch.stack(loop_L), torch.stack(loop_g))
-    return out
-
-
 def pytest_step(ctx, select):
     cmd = [sys.executable, '-m', 'pytest', '-q', '-rfE', '-p', 'no:cacheprovider', 'tests/test_cuda.py', *select]
     if ctx.dry:
@@ -396,11 +320,11 @@ def pytest_step(ctx, select):
 
 
 def step_graph_tests(ctx):
-    pytest_step(ctx, ['-k', 'cuda_graph or reduce_overhead or seeds'])
+    pytest_step(ctx, ['-k', 'cuda_graph or reduce_overhead'])
 
 
 def step_cuda_tests(ctx):
-    pytest_step(ctx, ['-k', 'not (cuda_graph or reduce_overhead or seeds)'])
+    pytest_step(ctx, ['-k', 'not (cuda_graph or reduce_overhead)'])
 
 
 def windows(out):
@@ -437,23 +361,6 @@ def step_alone(ctx):
             runs[name] = dict(windows(out), final_val_loss=s['final_val_loss'], wall_s=round(s['wall_time_s'], 1))
             if floor and runs[name].get('ms_per_iter'):
                 runs[name]['floor_over_step'] = round(floor / runs[name]['ms_per_iter'], 3)
-        ctx.save(runs=runs)
-    if any(r.get('status') == 'failed' for r in runs.values()):
-        ctx.save(status='failed')
-
-
-def step_seeds(ctx):
-    n, log = (6, 2) if ctx.dry else (400, 50)
-    base = ['configs/nanogpt_3L.py', *schedule(n, log), '--dropout=0.2', '--seeds=1 2 3']
-    runs = {}
-    for name, extra in (('eager', ['--compile=False']), ('compiled', ['--compile=True'])):
-        rc, err, out = ctx.train(f'seeds_{name}_s{{seed}}', *base, *extra, check=False)
-        if rc != 0:
-            runs[name] = dict(status='failed', why=err.splitlines()[-1] if err else f'exit {rc}')
-        else:
-            per = [windows(out.replace('{seed}', s)) for s in '123']
-            runs[name] = dict(ms_per_iter=per[0].get('ms_per_iter'),
-                              tokens_per_sec_group=sum(r.get('tokens_per_sec') or 0 for r in per))
         ctx.save(runs=runs)
     if any(r.get('status') == 'failed' for r in runs.values()):
         ctx.save(status='failed')
@@ -562,28 +469,12 @@ def render(res):
                          f"{f['eval_floor_ms']} ms an eval batch ({f['eval_bound']}-bound); a 5000-step run of the "
                          f"seed's schedule {f['run_5000_floor_s']} s, evaluation {100 * f['eval_share_of_run']:.0f}% "
                          f"of it.")
-    p = s.get('probe', {})
-    if p.get('rows'):
-        lines += ['', '## Batched seeds: does the backward see the forward\'s dropout masks?', '',
-                  'Residual |L - <V, dL/dV>| / sum|V dL/dV| per seed (rounding when consistent, tolerance '
-                  f"{p.get('tolerance', 1e-2)}).", '',
-                  '| kernel | dropout | vmap of grad (the bug?) | grad of vmap (the fix) | one seed at a time |',
-                  '|---|---|---|---|---|']
-        fmt = lambda xs: ' '.join(f'{x:.1e}' for x in xs)
-        for r in p['rows']:
-            if 'error' in r:
-                lines.append(f"| {r['backend']} | {r['dropout']} | {r['error']} | | |")
-                continue
-            lines.append(f"| {r['backend']} | {r['dropout']} | {fmt(r['vmap_of_grad'])} | {fmt(r['grad_of_vmap'])} "
-                         f"| {fmt(r['per_seed_loop'])} |")
-        if p.get('verdict'):
-            lines += ['', f"{p['verdict']}; {p['fix_verdict']}."]
     for name in ('graph_tests', 'cuda_tests'):
         t = s.get(name, {})
         if t.get('summary'):
             lines += ['', f"**{name}**: {t['summary']}" + (f"; failed: {', '.join(t['failed'])}" if t['failed']
                                                             else '')]
-    for name, title in (('alone', 'One 3-layer run alone'), ('seeds', "--seeds='1 2 3'"), ('gpt2', '124M')):
+    for name, title in (('alone', 'One 3-layer run alone'), ('gpt2', '124M')):
         runs = s.get(name, {}).get('runs')
         if runs:
             lines += ['', f'## {title}', '', '| run | ms/step | tokens/s | MFU (table peak) | floor / step | other |',

@@ -304,7 +304,7 @@ def fmt_p(p):
 # them (train.py's FREE_ON_RESUME with the per-run seed; a test keeps the two equal)
 FREE_KEYS = ('seed', 'out_dir', 'init_from', 'eval_only', 'device', 'dtype', 'compile', 'compile_mode', 'cuda_graph',
              'wandb_log', 'wandb_project', 'wandb_run_name', 'wandb_mode', 'log_interval', 'always_save_checkpoint',
-             'ckpt_interval', 'resume_strict', 'seeds')
+             'ckpt_interval', 'resume_strict')
 # the keys every run of a sweep shares, whatever its variant: the schedule and the data (the title's Setup line)
 SETUP_KEYS = ('dataset', 'causal', 'max_iters', 'lr_decay_iters', 'warmup_iters', 'learning_rate', 'min_lr',
               'dropout', 'batch_size', 'block_size', 'n_embd', 'n_head', 'eval_interval', 'eval_iters')

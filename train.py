@@ -26,18 +26,16 @@ import sys
 import textwrap
 import time
 import traceback
-import types
 import typing
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
 import torch
 import torch.distributed as dist
-from torch.func import functional_call, grad_and_value
 
 from dataset import batch_rng, ensure_data, get_batch, load_meta, load_split
 from hardware import autocast_context, peak_flops, peak_memory_mb, pick_dtype, resolve_device
-from model import GPT, GPTConfig, Dropout, check_causal, load_checkpoint, CHECKPOINT_FORMAT
+from model import GPT, GPTConfig, check_causal, load_checkpoint, CHECKPOINT_FORMAT
 from output import atomic_write, read_log_lines, write_json
 
 try:
@@ -77,8 +75,6 @@ DEFAULTS = dict(
     compile=None,    # None = auto: torch.compile on CUDA, off on CPU
     compile_mode='default',  # torch.compile's mode: 'reduce-overhead' replays CUDA graphs of forward and backward
     cuda_graph=False,  # True: the whole step (forward, backward, clip, AdamW) and the eval forward as CUDA graphs
-    seeds='',  # e.g. '1 2 3': these seeds in one process as one batched model (torch.vmap over stacked weights),
-               # each into its own run folder, out_dir with {seed} filled in; '' trains the one run `seed`
 )
 DEFAULTS.update({f.name: f.default for f in fields(GPTConfig)})
 DEFAULTS['vocab_size'] = None
@@ -202,8 +198,6 @@ def check_ranges(cfg):
     if cfg['eval_only'] and cfg['init_from'] != 'resume':
         raise ValueError("config: eval_only=True evaluates a run's checkpoint: add --init_from=resume (with that run's "
                          "--out_dir); from scratch it would score untrained weights")
-    if cfg['seeds']:
-        seed_list(cfg)
     # model.py builds a leak in a causal model (for the causality check's tests to catch); a run may not
     if cfg['leak'] != 'none' and cfg['causal']:
         raise ValueError(f"config: leak={cfg['leak']!r} reproduces a causal-mask bug, so the model sees later tokens: "
@@ -212,27 +206,6 @@ def check_ranges(cfg):
         GPTConfig(**{k: cfg[k] for k in MODEL_KEYS if k != 'vocab_size'})
     except ValueError as e:
         raise ValueError(f"config: {e}") from None
-
-
-def seed_list(cfg):
-    """seeds='1 2 3' (or '1,2,3') -> [1, 2, 3], refusing what a group of seeds cannot be."""
-    try:
-        seeds = [int(t) for t in cfg['seeds'].replace(',', ' ').split()]
-    except ValueError:
-        raise ValueError(f"config: seeds={cfg['seeds']!r} should be integers, e.g. --seeds='1 2 3'") from None
-    why = None
-    if len(set(seeds)) != len(seeds):
-        why = "names a seed twice"
-    elif '{seed}' not in cfg['out_dir']:
-        why = (f"trains each seed into its own folder: out_dir={cfg['out_dir']!r} needs '{{seed}}', e.g. "
-               f"--out_dir='runs/nanogpt_3L_s{{seed}}'")
-    elif cfg['eval_only']:
-        why = "trains; evaluate each run's checkpoint with its own --out_dir instead"
-    elif cfg['cuda_graph']:
-        why = "and cuda_graph=True cannot go together yet (the batched step is not captured); use --compile=True"
-    if why:
-        raise ValueError(f"config: seeds={cfg['seeds']!r} {why}")
-    return seeds
 
 
 def config_warnings(cfg):
@@ -474,18 +447,15 @@ class RunDir:
 
 
 def start_wandb(cfg, wandb_id):
-    """wandb.init with wandb's conventions: wandb_mode=None leaves the mode to wandb (WANDB_MODE, else online). A
-    group of seeds (seeds=) opens one wandb run per seed in this process, grouped by the group's seeds."""
+    """wandb.init with wandb's conventions: wandb_mode=None leaves the mode to wandb (WANDB_MODE, else online)."""
     try:
         import wandb
     except ImportError:
         raise RunError("wandb_log=True but wandb is not installed: pip install wandb") from None
     try:
-        name = cfg['wandb_run_name'] and cfg['wandb_run_name'] + (f"_s{cfg['seed']}" if cfg['seeds'] else '')
-        return wandb.init(project=cfg['wandb_project'], name=name or None, config=cfg,
+        return wandb.init(project=cfg['wandb_project'], name=cfg['wandb_run_name'] or None, config=cfg,
                           mode=cfg['wandb_mode'], dir=cfg['out_dir'], id=wandb_id,
-                          resume='allow' if wandb_id else None,
-                          **(dict(reinit='create_new', group=f"seeds {cfg['seeds']}") if cfg['seeds'] else {}))
+                          resume='allow' if wandb_id else None)
     except Exception as e:  # noqa: BLE001: wandb raises its own types (no API key, no network, ...)
         raise RunError(f"wandb could not start ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); "
                        f"log in with `wandb login`, or log locally with WANDB_MODE=offline (or --wandb_mode=offline), "
@@ -499,10 +469,9 @@ class RunLog:
     extends, is renamed summary_at_<iter>.json once ckpt.pt moves past it (retire_summary). On other ranks it
     writes nothing, and with eval_only it leaves the run's files and wandb alone."""
 
-    def __init__(self, cfg, iter_num, wandb_id, active, bar=True):
+    def __init__(self, cfg, iter_num, wandb_id, active):
         self.file = self.wandb = self.bar = self.old_summary = None
         self.active = active
-        self.prefix = f"seed {cfg['seed']}: " if cfg['seeds'] else ''  # a group's runs share one console
         self.print = print
         if not active:
             return
@@ -523,9 +492,8 @@ class RunLog:
                 self.old_summary = (summary, run_path(cfg, f'summary_at_{iter_num}.json'))  # max_iters)
         if sys.stderr.isatty() and not cfg['eval_only']:
             from tqdm import tqdm
-            self.print = tqdm.write  # above the bar (a group's: its first run's)
-            if bar:
-                self.bar = tqdm(total=cfg['max_iters'], initial=iter_num, dynamic_ncols=True, desc='train')
+            self.print = tqdm.write  # above the bar
+            self.bar = tqdm(total=cfg['max_iters'], initial=iter_num, dynamic_ncols=True, desc='train')
 
     def keep_earlier_log(self, cfg, path):
         """A scratch run in a folder whose log.jsonl is of an earlier run without its ckpt.pt (killed before its
@@ -561,7 +529,7 @@ class RunLog:
 
     def say(self, text):
         if self.active:
-            self.print(self.prefix + text)
+            self.print(text)
 
     def step(self):
         if self.bar is not None:
@@ -806,7 +774,7 @@ class TrainState:
 # keys that say where and how a run is computed, logged or saved, not what it computes: a resume may change them
 FREE_ON_RESUME = ('out_dir', 'init_from', 'eval_only', 'device', 'dtype', 'compile', 'compile_mode', 'cuda_graph',
                   'wandb_log', 'wandb_project', 'wandb_run_name', 'wandb_mode', 'log_interval',
-                  'always_save_checkpoint', 'ckpt_interval', 'resume_strict', 'seeds')
+                  'always_save_checkpoint', 'ckpt_interval', 'resume_strict')
 
 
 def check_resume_config(cfg, saved, explicit, path):
@@ -969,58 +937,6 @@ def train(cfg, env, state, log, clock, data, stop):
             return save_at_stop(cfg, env, state, log)
 
 
-def train_seeds(cfg, env, runs, stack, data, stop):
-    """train() for a group of seeds (SeedStack): every run evaluates, checkpoints and logs as train() does, and the
-    step is the group's. Each run's clock counts the group's training time only, not another seed's eval or log."""
-    while True:
-        it = runs[0].state.iter_num
-        lr = get_lr(it, cfg)
-        with paused(runs):
-            for r in runs:
-                set_lr(r.state.optimizer, lr)
-            due = [eval_due(r.cfg, r.state) for r in runs]  # a resume after a stop mid-eval: some may have had it
-            if any(due):
-                losses = stack.eval_losses(data, stop)
-                if losses is None:
-                    return stop_seeds(env, runs)
-                for r, d, loss in zip(runs, due, losses):
-                    if d:
-                        evaluate(r.cfg, env, r.state, r.log, lr, data, stop, loss)
-            if it == cfg['max_iters']:
-                return False
-            for r in runs:
-                if ckpt_due(r.cfg, r.state):
-                    check_finite(r.cfg, env, r.state, weights=True)
-                    save_checkpoint(r.cfg, r.state, r.log)
-        losses = stack.step(data[0])
-        for r in runs:
-            r.clock.step()
-            r.log.step()
-        if (it + 1) % cfg['log_interval'] == 0:
-            losses = losses.cpu()  # the sync, in every run's window: each log_step below then reads the host
-            for k, r in enumerate(runs):
-                with paused([o for o in runs if o is not r]):
-                    log_step(r.cfg, env, r.state, r.log, r.clock, losses[k], lr)
-        if stop.poll():
-            return stop_seeds(env, runs)
-
-
-def stop_seeds(env, runs):
-    """save_at_stop() for every run of the group: True."""
-    for r in runs:
-        save_at_stop(r.cfg, env, r.state, r.log)
-    return True
-
-
-@contextlib.contextmanager
-def paused(runs):
-    """The runs' clocks paused, as Throughput.paused() pauses one."""
-    with contextlib.ExitStack() as clocks:
-        for r in runs:
-            clocks.enter_context(r.clock.paused())
-        yield
-
-
 def set_lr(optimizer, lr):
     """The step's learning rate. A tensor lr (cuda_graph=True) is filled in place: the captured AdamW reads it
     from the device, so a new value needs neither a new capture nor a sync."""
@@ -1092,12 +1008,12 @@ def estimate_loss(cfg, env, model, data, stop, graphs=None):
         model.train()
 
 
-def evaluate(cfg, env, state, log, lr, data, stop, losses=None):
-    """Every rank: the train and val losses (estimate_loss; or given, a group's from SeedStack.eval_losses); rank 0
+def evaluate(cfg, env, state, log, lr, data, stop):
+    """Every rank: the train and val losses (estimate_loss); rank 0
     logs them and writes best.pt when val loss improved and ckpt.pt per always_save_checkpoint. ckpt.pt first: a
     crash between the two leaves a resumable run, and the resume mends best.pt (mend_best). False when stopped
     during the evaluation (which the resumed run redoes)."""
-    losses = losses or estimate_loss(cfg, env, state.eval_model, data, stop, state.graphs)
+    losses = estimate_loss(cfg, env, state.eval_model, data, stop, state.graphs)
     if losses is None:
         return False
     metrics = lambda_metrics(state.raw_model.lambda_table())
@@ -1242,92 +1158,6 @@ class CudaGraphs:
         return out
 
 
-class SeedStack:
-    """seeds='1 2 3': the seeds' models as one batched model. Seed k's weights are row k of one stacked tensor per
-    weight, and torch.vmap runs forward and backward over the rows at once, so a small model's K steps cost about
-    the kernel launches of one. Each seed's GPT keeps its own Parameters, now views of its rows, so its AdamW,
-    gradient clipping, evaluation, lambda table and checkpoints are an ordinary run's, in its own folder.
-    Seed s draws the batches of `train.py --seed=s` (batch_rng(s, ...)) from the same initial weights, so at
-    dropout 0 its losses are that run's (tests/test_train.py, to 1e-5 in fp32). With dropout, vmap draws every
-    seed's masks from one generator (randomness='different'): independent masks, but not the single run's."""
-
-    def __init__(self, cfg, env, states, seeds):
-        self.cfg, self.env, self.states, self.seeds = cfg, env, states, seeds
-        models = [st.raw_model for st in states]
-        params, buffers = [dict(m.named_parameters()) for m in models], [dict(m.named_buffers()) for m in models]
-        self.params = {n: torch.stack([p[n].detach() for p in params]) for n in params[0]}
-        self.buffers = {n: torch.stack([b[n] for b in buffers]) for n in buffers[0]}
-        for k, m in enumerate(models):
-            for n, p in m.named_parameters():
-                p.data = self.params[n][k]  # the optimizer updates seed k's row in place
-        base = models[0]  # its code, not its weights: functional_call swaps the stacked rows in
-        for m in base.modules():
-            if isinstance(m, Dropout):
-                m.plain = True  # torch's own dropout, which vmap batches (model.Dropout)
-
-        def loss(params, buffers, X, Y):
-            with env.autocast:
-                return functional_call(base, (params, buffers), (X, Y))[1] / env.accum
-        grads = torch.vmap(grad_and_value(loss), randomness='different' if cfg['dropout'] > 0 else 'error')
-        self.grads = torch.compile(grads, mode=cfg['compile_mode']) if env.compile else grads
-        self.base = base
-
-        def eval_loss(params, buffers, X, Y):
-            with env.autocast:
-                return functional_call(base, (params, buffers), (X, Y))[1].float()
-        self.eval_loss = torch.vmap(eval_loss)
-        if env.compile:
-            self.eval_loss = torch.compile(self.eval_loss, mode=cfg['compile_mode'])
-
-    def batches(self, data, stream, start=None):
-        """(X, Y) of shape (K, B, T): seed s's batch is batch_rng(s, *stream)'s, the one its own run draws."""
-        cfg = self.cfg
-        return (torch.stack(t) for t in zip(*(get_batch(data, batch_rng(s, *stream), cfg['batch_size'],
-                                                        cfg['block_size'], self.env.device, start)
-                                              for s in self.seeds)))
-
-    @torch.no_grad()
-    def eval_losses(self, data, stop):
-        """estimate_loss() for every seed at once, each on its own run's eval batches: a dict of train and val loss
-        per seed, or None when a stop was asked for during it."""
-        cfg, env, K = self.cfg, self.env, len(self.seeds)
-        losses = torch.zeros(K, 2, cfg['eval_iters'], device=env.device)
-        self.base.eval()  # functional_call runs in base's mode: no dropout
-        try:
-            for split_id, split in enumerate(data):
-                for k in range(cfg['eval_iters']):
-                    X, Y = self.batches(split, (1, split_id, k))
-                    losses[:, split_id, k] = self.eval_loss(self.params, self.buffers, X, Y)
-                    if stop.poll():
-                        return None
-        finally:
-            self.base.train()
-        mean = losses.mean(-1).cpu()
-        return [dict(train=mean[i, 0].item(), val=mean[i, 1].item()) for i in range(K)]
-
-    def step(self, data):
-        """One optimizer step of every seed: the losses (K,), a tensor (no sync)."""
-        cfg, env, it = self.cfg, self.env, self.states[0].iter_num
-        total, loss_sum = None, 0.0
-        for m in range(env.accum):
-            X, Y = self.batches(data, (0, it, m), sequential_start(cfg, it, m, env.accum))
-            seed_torch(0, 3, it, m, *self.seeds)  # the group's masks (see above)
-            grads, losses = self.grads(self.params, self.buffers, X, Y)
-            total = grads if total is None else {n: total[n] + grads[n] for n in grads}
-            loss_sum = loss_sum + losses.detach()
-            for k, st in enumerate(self.states):
-                note_first_bad(st, losses[k].detach())
-        for k, st in enumerate(self.states):
-            for n, p in st.raw_model.named_parameters():
-                p.grad = total[n][k].contiguous()
-            if cfg['grad_clip'] != 0.0:
-                torch.nn.utils.clip_grad_norm_(st.raw_model.parameters(), cfg['grad_clip'])
-            st.optimizer.step()
-            st.optimizer.zero_grad(set_to_none=True)
-            st.iter_num += 1
-        return loss_sum
-
-
 def log_step(cfg, env, state, log, clock, loss_sum, lr):
     """Every log_interval steps: the step's loss over all ranks and rank 0's log line, once every rank's losses are
     known to be finite (so log.jsonl never holds a NaN)."""
@@ -1376,7 +1206,7 @@ def save_checkpoint(cfg, state, log, name='ckpt.pt'):
     micro-batch). Both carry the tokenizer, so that sample.py decodes without the dataset. The write is atomic: a
     full disk leaves the previous file as it was, and an error that says so."""
     raw = state.raw_model
-    ckpt = dict(format=CHECKPOINT_FORMAT, model=own_storage(raw.state_dict()), model_args=asdict(raw.config),
+    ckpt = dict(format=CHECKPOINT_FORMAT, model=raw.state_dict(), model_args=asdict(raw.config),
                 iter_num=state.iter_num, best_val_loss=state.best_val_loss, last_eval=state.last_eval, config=cfg,
                 tokenizer=state.tokenizer)
     if name == 'ckpt.pt':
@@ -1397,19 +1227,6 @@ def save_checkpoint(cfg, state, log, name='ckpt.pt'):
                        f"space or fix the folder's permissions, then continue with --init_from=resume") from None
     if name == 'ckpt.pt' and log is not None:
         log.retire_summary()  # ckpt.pt is past a finished run's summary now (a failed write left the run finished)
-
-
-def own_storage(state_dict):
-    """The weights as tensors of their own: torch.save writes a view's whole storage, so a seed's slice of a stacked
-    group (SeedStack) would carry every seed's weights. Tied weights stay one tensor."""
-    copies = {}
-    for k, v in state_dict.items():
-        if v.untyped_storage().nbytes() > v.nbytes:
-            key = (v.data_ptr(), v.shape)
-            if key not in copies:
-                copies[key] = v.clone()
-            state_dict[k] = copies[key]
-    return state_dict
 
 
 def finish(cfg, env, state, log, clock, stopped):
@@ -1444,8 +1261,6 @@ def write_summary(cfg, env, state, log, clock, finished):
 
 def main(argv):
     cfg = parse_config(argv)
-    if cfg['seeds']:
-        return main_seeds(cfg, argv)
     with StopSignal() as stop_signal:  # first: a stop during setup is acted on, not lost
         env = setup_processes(cfg)
         run_dir = None
@@ -1484,82 +1299,6 @@ def main(argv):
             if env.ddp:
                 dist.destroy_process_group()  # also after an error: no rank exits with its process group alive
     return 130 if stopped else 0  # stopped by a signal: not finished, so scripts (ablate.sh) can tell
-
-
-def main_seeds(cfg, argv):
-    """seeds='1 2 3': main() for a group of seeds trained as one batched model (SeedStack), each seed a run of its
-    own (out_dir with {seed} filled in), as `train.py --seed=s` would make it. One process, one device."""
-    runs, stopped = [], False
-    if int(os.environ.get('RANK', -1)) != -1:
-        raise ValueError(f"config: seeds={cfg['seeds']!r} trains in one process: start it with python, not torchrun "
-                         f"(ablate.sh's JOBS spreads groups over the GPUs)")
-    with StopSignal() as stop_signal:
-        env = setup_processes(cfg)
-        if env.dtype == 'float16':
-            raise ValueError(f"config: seeds={cfg['seeds']!r} cannot scale float16's losses per seed: use "
-                             f"--dtype=float32, or bfloat16 on a GPU that has it")
-        try:
-            for s in seed_list(cfg):
-                c = dict(cfg, seed=s, out_dir=cfg['out_dir'].replace('{seed}', str(s)))
-                try:
-                    runs.append(types.SimpleNamespace(cfg=c, run_dir=open_run(c)))
-                except (AlreadyFinished, RunBusy) as e:  # the others train
-                    print(e)
-            if not runs:
-                return 0
-            for w in config_warnings(cfg):
-                print(f"warning: {w}")
-            data, tokenizer = setup_data(cfg)
-            for r in runs:  # per seed, eager: the group's step is what compiles
-                r.cfg['vocab_size'] = cfg['vocab_size']  # setup_data's, from the dataset
-                r.state = setup_model(r.cfg, replace(env, compile=False), tokenizer, explicit_keys(argv))
-                if cfg['init_from'] == 'resume':
-                    mend_best(r.cfg, r.state)
-                check_causality(r.cfg, env, r.state)
-            cfg = check_group(cfg, runs)
-            stack = SeedStack(cfg, env, [r.state for r in runs], [r.cfg['seed'] for r in runs])
-            for i, r in enumerate(runs):
-                r.clock = Throughput(r.cfg, env, r.state.raw_model)
-                r.log = RunLog(r.cfg, r.state.iter_num, r.state.wandb_id, active=True, bar=i == 0)
-            print(f"device {env.device}, dtype {env.dtype}, compile {env.compile}: seeds "
-                  f"{' '.join(str(r.cfg['seed']) for r in runs)} as one batched model, "
-                  f"{runs[0].clock.tokens_per_iter:,} tokens per iteration each")
-            for r in runs:
-                r.clock.start(r.state.timing)
-                r.state.clock = r.clock
-            stop = StopVote(stop_signal, env)
-            try:
-                try:
-                    stopped = train_seeds(cfg, env, runs, stack, data, stop)
-                except FloatingPointError:  # one seed diverged: the others keep what they trained, then the error
-                    for r in runs:
-                        with contextlib.suppress(FloatingPointError):
-                            save_at_stop(r.cfg, env, r.state, r.log)
-                    raise
-                for r in runs:
-                    finish(r.cfg, env, r.state, r.log, r.clock, stopped)
-            finally:
-                stop.close()
-        finally:
-            for r in runs:
-                r.run_dir.close()
-    return 130 if stopped else 0
-
-
-def check_group(cfg, runs):
-    """A group steps together as one model: its runs must be at one iteration, with one architecture (on resume,
-    each checkpoint's). Returns the group's config: the command's training keys and the checkpoints' model keys."""
-    at = {r.cfg['seed']: r.state.iter_num for r in runs}
-    if len(set(at.values())) > 1:
-        raise ValueError(f"seeds={cfg['seeds']!r}: the runs' checkpoints are at iterations {at}, and a group "
-                         f"steps together: resume each alone (--seed=s, its own --out_dir)")
-    models = {r.cfg['seed']: {k: r.cfg[k] for k in MODEL_KEYS} for r in runs}
-    differ = sorted({k for m in models.values() for k in m if m[k] != models[runs[0].cfg['seed']][k]})
-    if differ:
-        raise ValueError(f"seeds={cfg['seeds']!r}: the runs' checkpoints hold different models ("
-                         + '; '.join(f"{k}: " + ', '.join(f"seed {s} {m[k]!r}" for s, m in models.items())
-                                     for k in differ) + "): resume each alone (--seed=s, its own --out_dir)")
-    return dict(cfg, **models[runs[0].cfg['seed']])
 
 
 def cli(argv):

@@ -202,19 +202,3 @@ def test_compile_mode_reduce_overhead_trains(tmp_path, dtype):
     s = json.load(open(os.path.join(out, 'summary.json')))
     assert s['finished'] and s['final_val_loss'] < 4.2
 
-
-@pytest.mark.parametrize('compiled', [False, True])
-def test_seeds_on_cuda_log_what_separate_runs_log(tmp_path, compiled):
-    """train.py --seeds on the GPU, fp32 without dropout: each seed's losses are its separate run's, up to TF32's
-    rounding, which differs between the batched kernels and one model's; compiled: the vmapped step under
-    torch.compile. With dropout 0.2 (CUDA's own dropout under vmap's randomness='different') the group trains."""
-    args = ('--dropout=0.0', f'--compile={compiled}')
-    graph_run(tmp_path, 'group_s{seed}', '--seeds=1 2', *args)
-    for s in (1, 2):
-        graph_run(tmp_path, f'alone_s{s}', f'--seed={s}', *args)
-        la, lb = (train_losses(tmp_path / f'{name}_s{s}') for name in ('group', 'alone'))
-        assert len(la) == len(lb) == 20 and max(abs(x - y) for x, y in zip(la, lb)) < 2e-3
-    graph_run(tmp_path, 'dropout_s{seed}', '--seeds=1 2', '--dropout=0.2')
-    for s in (1, 2):
-        assert json.load(open(tmp_path / f'dropout_s{s}' / 'summary.json'))['final_val_loss'] < 4.2
-
