@@ -12,27 +12,23 @@ model.GPTConfig (architecture); parse_config() is the one place that validates t
 file reads top to bottom: processes and device, data, model and optimizer, the loop, the end.
 """
 
-import ast
 import contextlib
 import datetime
-import difflib
 import json
 import math
 import os
-import shutil
 import signal
 import socket
 import sys
-import textwrap
 import time
-import traceback
 import typing
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import torch
 import torch.distributed as dist
 
+from config import DEFAULTS, FREE_ON_RESUME, MODEL_KEYS, explicit_keys, parse_config
 from dataset import batch_rng, ensure_data, get_batch, load_meta, load_split
 from hardware import autocast_context, peak_flops, peak_memory_mb, pick_dtype, resolve_device
 from model import GPT, GPTConfig, check_causal, load_checkpoint, CHECKPOINT_FORMAT
@@ -43,44 +39,6 @@ try:
 except ImportError:
     fcntl = None
 
-# -----------------------------------------------------------------------------------------------------------
-# default config values; model keys come from GPTConfig (vocab_size None = take it from the dataset's meta.json)
-DEFAULTS = dict(
-    # I/O
-    out_dir='out', eval_interval=250, log_interval=10, eval_iters=200, eval_only=False,
-    always_save_checkpoint=True,  # False: write ckpt.pt at an eval only when val loss improved (nanoGPT);
-                                  # best.pt (the best val loss's weights) is written at every improvement either way
-    ckpt_interval=0,  # > 0: also write ckpt.pt every ckpt_interval steps between evals, so that a hard kill (the
-                      # OOM killer, a lost node) loses at most that many steps; 0: at evals and stops only
-    init_from='scratch',          # 'scratch' | 'resume' (from out_dir/ckpt.pt)
-    resume_strict=False,          # True: a resume refuses every changed training key, even one given on the
-                                  # command line (ablate.sh: a sweep's run continues only as it was started)
-    seed=1337,
-    # wandb
-    wandb_log=False, wandb_project='attn-gpt', wandb_run_name='',
-    wandb_mode=None,  # None: wandb's own choice (WANDB_MODE, else online) | 'online' | 'offline' | 'disabled'
-    # data
-    dataset='shakespeare_char', gradient_accumulation_steps=1, batch_size=32,
-    bos=False,       # True: a beginning-of-sequence token (a new id, vocab one larger) at position 0 of every window
-    window_order='random',  # 'random' (nanoGPT) | 'sequential': a reproduction of an unshuffled stride-1 loader
-    # optimizer
-    optimizer='adamw',  # 'adamw' | 'orthoadam' (Adam in a fixed random rotated basis, orthoadam.py)
-    orthoadam_max_dim=1024,  # OrthoAdam leaves tensor axes longer than this unrotated (e.g. a BPE vocabulary)
-    learning_rate=3e-4, max_iters=5000, weight_decay=0.1, beta1=0.9, beta2=0.99, grad_clip=1.0,
-    # learning rate schedule: linear warmup, then cosine decay to min_lr at lr_decay_iters
-    decay_lr=True, warmup_iters=100, lr_decay_iters=5000, min_lr=3e-5,
-    # system
-    device='auto',   # 'auto' (cuda if present, else cpu) | 'cpu' | 'cuda' | 'cuda:1' | 'mps'
-    dtype='auto',    # 'auto' | 'float32' | 'bfloat16' | 'float16'
-    compile=None,    # None = auto: torch.compile on CUDA, off on CPU
-    compile_mode='default',  # torch.compile's mode: 'reduce-overhead' replays CUDA graphs of forward and backward
-    cuda_graph=False,  # True: the whole step (forward, backward, clip, AdamW) and the eval forward as CUDA graphs
-)
-DEFAULTS.update({f.name: f.default for f in fields(GPTConfig)})
-DEFAULTS['vocab_size'] = None
-MODEL_KEYS = [f.name for f in fields(GPTConfig)]
-
-
 class RunError(Exception):
     """A problem with the run's setting (its folder, device, checkpoint or wandb) that the message explains:
     train.py prints it without a traceback."""
@@ -88,124 +46,6 @@ class RunError(Exception):
 
 class RunBusy(RunError):
     """out_dir is locked by a run in progress: exit status 75 (EX_TEMPFAIL), so that ablate.sh leaves it alone."""
-
-
-CHOICES = dict(init_from=('scratch', 'resume'), wandb_mode=(None, 'online', 'offline', 'disabled'),
-               window_order=('random', 'sequential'),
-               optimizer=('adamw', 'orthoadam'), dtype=('auto', 'float32', 'bfloat16', 'float16'),
-               compile_mode=('default', 'reduce-overhead', 'max-autotune', 'max-autotune-no-cudagraphs'))
-
-
-def _expected_types(key):
-    """The types a key accepts: its default's type; for Optional model fields, that type or None."""
-    hints = typing.get_type_hints(GPTConfig)
-    if key in hints and typing.get_origin(hints[key]) is typing.Union:
-        return tuple(t for t in typing.get_args(hints[key]))
-    if key == 'vocab_size':
-        return (int, type(None))
-    if key == 'compile':
-        return (bool, type(None))
-    if key == 'wandb_mode':
-        return (str, type(None))
-    return (type(DEFAULTS[key]),)
-
-
-def _check(key, value, where):
-    if key not in DEFAULTS:
-        close = difflib.get_close_matches(key, DEFAULTS, n=3, cutoff=0.6)
-        hint = f"; did you mean {', '.join(close)}?" if close else "; see the README's config table"
-        raise ValueError(f"{where}: unknown config key '{key}'{hint}")
-    types = _expected_types(key)
-    if float in types and type(value) is int:
-        value = float(value)  # an int where a float is expected is fine
-    if type(value) not in types:  # exact types: bool is not accepted where an int is expected
-        names = ' or '.join('None' if t is type(None) else t.__name__ for t in types)
-        raise ValueError(f"{where}: {key}={value!r} has type {type(value).__name__}, expected {names}")
-    if key in CHOICES and value not in CHOICES[key]:
-        raise ValueError(f"{where}: {key}={value!r} must be one of {CHOICES[key]}")
-    return value
-
-
-def parse_config(argv):
-    """Config files (positional, in order) then --key=value overrides -> a validated config dict."""
-    cfg = dict(DEFAULTS)
-
-    def run_file(path, ns):
-        ns['include'] = lambda p: run_file(os.path.join(os.path.dirname(path), p), ns)
-        with open(path) as f:
-            exec(compile(f.read(), path, 'exec'), ns)
-
-    if any(arg in ('-h', '--help') for arg in argv):
-        print(usage())
-        raise SystemExit(0)
-    # '--max_iters 2' (a space for the '='): said here, or '2' would be read below as a config file that is missing
-    for i, arg in enumerate(argv):
-        if arg.startswith('--') and '=' not in arg:
-            nxt = argv[i + 1] if i + 1 < len(argv) and not argv[i + 1].startswith('--') else None
-            raise ValueError(f"command line: '{arg}' should be --key=value"
-                             + (f" (write {arg}={nxt})" if nxt is not None and not os.path.isfile(nxt) else ''))
-    # every config file first, then every override, wherever each stands on the line: an override before its
-    # config file still wins
-    for arg in sorted(argv, key=lambda a: a.startswith('--')):
-        if not arg.startswith('--'):
-            if not os.path.isfile(arg):
-                raise ValueError(f"config file {arg} not found (configs live in configs/, e.g. configs/diff_sym_6L.py)")
-            ns = {}
-            try:
-                run_file(arg, ns)
-            except OSError:  # a missing include(): its own message names the file
-                raise
-            except Exception as e:  # a typo in the file: one line that names it, not a traceback
-                line = getattr(e, 'lineno', None) if isinstance(e, SyntaxError) else next(
-                    (f.lineno for f in reversed(traceback.extract_tb(e.__traceback__)) if f.filename == arg), None)
-                raise ValueError(f"config file {arg}{f', line {line}' if line else ''}: {type(e).__name__}: {e}") \
-                    from None
-            for k, v in ns.items():
-                if not k.startswith('_') and k != 'include' and not callable(v) and type(v).__name__ != 'module':
-                    cfg[k] = _check(k, v, arg)
-        else:
-            key, val = arg[2:].split('=', 1)  # values may contain '='
-            try:
-                v = ast.literal_eval(val)
-            except (ValueError, SyntaxError):
-                v = val  # a bare string
-            if key in DEFAULTS and str in _expected_types(key) and not isinstance(v, str):
-                v = val  # e.g. --wandb_run_name=123 is a name, not a number
-            cfg[key] = _check(key, v, 'command line')
-    for k in CHOICES:
-        _check(k, cfg[k], 'config')
-    check_ranges(cfg)
-    return cfg
-
-
-# the lowest value of each numeric training key (the model keys are checked by GPTConfig)
-RANGES = [(('batch_size', 'eval_interval', 'log_interval', 'eval_iters', 'gradient_accumulation_steps',
-            'orthoadam_max_dim'), 1),
-          (('ckpt_interval', 'max_iters', 'warmup_iters', 'lr_decay_iters', 'learning_rate', 'min_lr',
-            'weight_decay', 'grad_clip', 'beta1', 'beta2'), 0)]
-
-
-def check_ranges(cfg):
-    """Values of the right type but outside their range (a negative max_iters trains forever, batch_size=0 fails
-    deep in the model), and the model keys through GPTConfig, so that nothing fails after the run folder is made."""
-    for keys, low in RANGES:
-        for k in keys:
-            if cfg[k] < low:
-                raise ValueError(f"config: {k}={cfg[k]!r} must be >= {low}")
-    for k in ('beta1', 'beta2'):
-        if cfg[k] >= 1:
-            raise ValueError(f"config: {k}={cfg[k]!r} must be below 1")
-    if cfg['eval_only'] and cfg['init_from'] != 'resume':
-        raise ValueError("config: eval_only=True evaluates a run's checkpoint: add --init_from=resume (with that run's "
-                         "--out_dir); from scratch it would score untrained weights")
-    # model.py builds a leak in a causal model (for the causality check's tests to catch); a run may not
-    if cfg['leak'] != 'none' and cfg['causal']:
-        raise ValueError(f"config: leak={cfg['leak']!r} reproduces a causal-mask bug, so the model sees later tokens: "
-                         f"add --causal=False to run it (ablate.sh's LEAK= does), or leave leak='none'")
-    try:
-        GPTConfig(**{k: cfg[k] for k in MODEL_KEYS if k != 'vocab_size'})
-    except ValueError as e:
-        raise ValueError(f"config: {e}") from None
 
 
 def config_warnings(cfg):
@@ -219,26 +59,6 @@ def config_warnings(cfg):
     if cfg['decay_lr'] and cfg['warmup_iters'] > cfg['max_iters']:
         out.append(f"warmup_iters={cfg['warmup_iters']} is past max_iters={cfg['max_iters']}: the run ends in warm-up")
     return out
-
-
-def explicit_keys(argv):
-    """The keys given as --key=value on the command line: on resume, only these may differ from the run's."""
-    return {a[2:].split('=', 1)[0] for a in argv if a.startswith('--') and '=' in a}
-
-
-def usage():
-    """python train.py --help: the keys and their defaults, in one screen; their meanings are in the README."""
-    def block(keys):
-        items = [f"{k}={DEFAULTS[k]!r}" for k in keys]
-        return textwrap.fill('  '.join(items), width=shutil.get_terminal_size((110, 20)).columns - 2,
-                             initial_indent='  ', subsequent_indent='  ', break_on_hyphens=False)
-    train_keys = [k for k in DEFAULTS if k not in MODEL_KEYS]
-    return (f"usage: python train.py [CONFIG.py ...] [--key=value ...]\n"
-            f"  e.g. python train.py configs/diff_sym_6L.py --batch_size=16\n"
-            f"Config files (Python that assigns keys) apply in order, then the --key=value overrides, wherever\n"
-            f"they stand on the line.\n"
-            f"Each key's meaning is in the README's config table.\n\ntraining keys (default):\n{block(train_keys)}\n\n"
-            f"model keys (model.GPTConfig; vocab_size=None takes the dataset's):\n{block(MODEL_KEYS)}\n")
 
 
 # -----------------------------------------------------------------------------------------------------------
@@ -769,12 +589,6 @@ class TrainState:
     graphs: typing.Optional['CudaGraphs'] = None  # cuda_graph=True: the captured step and eval forward
     timing: dict = field(default_factory=dict)     # ckpt.pt's totals of the earlier processes (Throughput.start)
     clock: typing.Optional['Throughput'] = None    # this process's, whose totals() each ckpt.pt keeps
-
-
-# keys that say where and how a run is computed, logged or saved, not what it computes: a resume may change them
-FREE_ON_RESUME = ('out_dir', 'init_from', 'eval_only', 'device', 'dtype', 'compile', 'compile_mode', 'cuda_graph',
-                  'wandb_log', 'wandb_project', 'wandb_run_name', 'wandb_mode', 'log_interval',
-                  'always_save_checkpoint', 'ckpt_interval', 'resume_strict')
 
 
 def check_resume_config(cfg, saved, explicit, path):
