@@ -70,6 +70,20 @@ def batch_rng(seed, *stream):
     return np.random.default_rng([seed, *stream])
 
 
+def seed_torch(seed, *stream):
+    """Reseed torch (dropout) from (seed, *stream): resume and DDP need no saved generator state."""
+    torch.manual_seed(int(np.random.SeedSequence([seed, *stream]).generate_state(1)[0]))
+
+
+def sequential_start(cfg, it, g, n):
+    """window_order='sequential' reproduces a loader that walks every stride-1 window of the text in order
+    (DataLoader(shuffle=False) over windows starting at 0, 1, 2, ...): micro-batch g of n in iteration `it` takes
+    the batch_size windows from (it * n + g) * batch_size on. A batch then spans batch_size + block_size
+    characters, all but batch_size of them already in the batch before: the model trains on text it saw one step
+    earlier, at a shifted position. None: random windows."""
+    return None if cfg['window_order'] == 'random' else (it * n + g) * cfg['batch_size']
+
+
 def load_split(dataset, split, meta, bos=None):
     """A split as a token stream, or, for datasets of fixed-length records (meta['record_len'], e.g. data/needle),
     records of record_len = block_size + 1 tokens with a mask of the positions whose token is a target. bos: a

@@ -12,24 +12,22 @@ model.GPTConfig (architecture); parse_config() is the one place that validates t
 file reads top to bottom: processes and device, data, model and optimizer, the loop, the end.
 """
 
-import contextlib
-import datetime
 import math
 import os
-import signal
 import sys
 import typing
 from dataclasses import asdict, dataclass, field
 
-import numpy as np
 import torch
 import torch.distributed as dist
 
 from config import DEFAULTS, FREE_ON_RESUME, MODEL_KEYS, explicit_keys, parse_config
-from dataset import batch_rng, get_batch, load_meta, load_split
-from hardware import autocast_context, peak_memory_mb, pick_dtype, resolve_device
+from cuda_graph import CudaGraphs
+from dataset import batch_rng, get_batch, load_meta, load_split, seed_torch, sequential_start
+from hardware import peak_memory_mb
 from model import GPT, GPTConfig, check_causal, load_checkpoint, CHECKPOINT_FORMAT
 from output import atomic_write, write_json
+from processes import StopSignal, StopVote, master_first, mean_over_ranks, setup_processes
 from rundir import AlreadyFinished, RunBusy, RunError, RunLog, Throughput, open_run, run_path
 
 
@@ -61,20 +59,6 @@ def get_lr(it, cfg):
     return cfg['min_lr'] + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (cfg['learning_rate'] - cfg['min_lr'])
 
 
-def sequential_start(cfg, it, g, n):
-    """window_order='sequential' reproduces a loader that walks every stride-1 window of the text in order
-    (DataLoader(shuffle=False) over windows starting at 0, 1, 2, ...): micro-batch g of n in iteration `it` takes
-    the batch_size windows from (it * n + g) * batch_size on. A batch then spans batch_size + block_size
-    characters, all but batch_size of them already in the batch before: the model trains on text it saw one step
-    earlier, at a shifted position. None: random windows."""
-    return None if cfg['window_order'] == 'random' else (it * n + g) * cfg['batch_size']
-
-
-def seed_torch(seed, *stream):
-    """Reseed torch (dropout) from (seed, *stream): resume and DDP need no saved generator state."""
-    torch.manual_seed(int(np.random.SeedSequence([seed, *stream]).generate_state(1)[0]))
-
-
 def lambda_markdown(rows):
     lines = ['| layer | lambda_1 | lambda_2 | lambda_init | lambda_full |', '|---|---|---|---|---|']
     lines += [f"| {r['layer']} | {r['lambda_1']:.2f} | {r['lambda_2']:.2f} | {r['lambda_init']:.2f} | "
@@ -88,173 +72,8 @@ def lambda_metrics(rows):
                            ('init', 'lambda_init'))}
 
 
-def mean_over_ranks(loss_sum, ddp, world):
-    """At a log step: this rank's mean loss over its micro-batches -> the step's loss, the mean over every
-    micro-batch of every rank (the loss of the equivalent 1-process run): one all-reduce, at log steps only."""
-    if not ddp:
-        return loss_sum.item()
-    total = loss_sum.detach().float().clone()
-    dist.all_reduce(total)  # a sum: gloo has no average
-    return total.item() / world
-
-
-class StopSignal:
-    """The first Ctrl-C or SIGTERM asks the run to stop at the end of the current step (or evaluation batch) and save
-    a checkpoint; a second Ctrl-C stops at once. Installed first thing in main(), so a signal during setup is not
-    lost; a context manager, so the previous handlers come back when the run returns."""
-
-    def __enter__(self):
-        self.requested = False
-        self.previous = {sig: signal.signal(sig, self.handle) for sig in (signal.SIGINT, signal.SIGTERM)}
-        return self
-
-    def __exit__(self, *exc):
-        for sig, handler in self.previous.items():
-            signal.signal(sig, handler)
-
-    def handle(self, signum, frame):
-        if self.requested and signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        self.requested = True
-        # os.write, not print: the handler may interrupt a print, and a buffered stream cannot be re-entered
-        os.write(sys.stdout.fileno(), f"\n{signal.Signals(signum).name} received: saving a checkpoint after this step "
-                 f"(Ctrl-C again to stop without saving)\n".encode())
-
-
-class StopVote:
-    """Whether to stop now; under DDP every rank must stop at the same step, and torchrun kills its workers 30 s
-    after its own SIGTERM, so the ranks vote at every step, not at log steps. The vote is an all-reduce (max) of
-    each rank's flag on a CPU (gloo) group of its own, asynchronous: the vote started at one poll is read at the
-    next, so it never waits on the GPU or holds the ranks in step. A signal during step i is therefore acted on
-    after step i + 1 (one process: after step i). Every rank polls at the same points (each training step, each
-    round of evaluation batches), so the votes line up."""
-
-    def __init__(self, signal_, env):
-        self.signal, self.ddp, self.pending = signal_, env.ddp, None
-        if self.ddp:
-            self.group = dist.new_group(backend='gloo')
-
-    def poll(self):
-        if not self.ddp:
-            return self.signal.requested
-        agreed = False
-        if self.pending is not None:
-            work, flag = self.pending
-            work.wait()
-            agreed = flag.item() > 0
-        flag = torch.tensor([int(self.signal.requested)], dtype=torch.int32)
-        self.pending = (dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=self.group, async_op=True), flag)
-        return agreed
-
-    def close(self):
-        if self.pending is not None:
-            self.pending[0].wait()
-            self.pending = None
-
-
-def master_first(env, fn):
-    """fn() on rank 0 only (checks and writes in the run folder), its value there and None elsewhere. Under DDP every
-    rank then raises rank 0's error, if it had one, so that all ranks leave together with one message instead of
-    waiting in a collective for a rank that is gone."""
-    err = value = None
-    if env.master:
-        try:
-            value = fn()
-        except Exception as e:  # noqa: BLE001: passed on to the other ranks, then raised here too
-            err = e
-    if env.ddp:
-        box = [err]
-        dist.broadcast_object_list(box, src=0)
-        err = box[0]
-        if err is not None and not env.master:
-            err.from_rank0 = True  # rank 0 prints it; this rank leaves quietly
-    if err is not None:
-        raise err
-    return value
-
-
 # -----------------------------------------------------------------------------------------------------------
 # the steps of main(), in order
-
-@dataclass
-class Env:
-    """Where this process runs: its place among the DDP processes, its device and precision."""
-    ddp: bool
-    rank: int
-    local_rank: int
-    world: int
-    device: str
-    device_type: str
-    dtype: str
-    autocast: contextlib.AbstractContextManager  # mixed precision for dtype, reusable across `with` blocks
-    compile: bool
-    accum: int  # micro-batches per process per optimizer step
-
-    @property
-    def master(self):
-        return self.rank == 0
-
-
-def setup_processes(cfg):
-    """DDP (torchrun sets RANK, LOCAL_RANK and WORLD_SIZE), this process's device, dtype and torch.compile."""
-    device, device_type = resolve_device(cfg['device'])
-    ddp = int(os.environ.get('RANK', -1)) != -1
-    rank, local_rank, world = 0, 0, 1
-    if ddp:
-        rank, local_rank, world = (int(os.environ[k]) for k in ('RANK', 'LOCAL_RANK', 'WORLD_SIZE'))
-        if device.startswith('cuda'):
-            device = f'cuda:{local_rank}'
-            torch.cuda.set_device(device)
-        if cfg['gradient_accumulation_steps'] % world:
-            raise ValueError(f"gradient_accumulation_steps={cfg['gradient_accumulation_steps']} must be divisible by "
-                             f"the number of processes ({world}): it is the global number of micro-batches per step")
-    if device_type == 'cuda':
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
-    dtype = pick_dtype(cfg['dtype'], device_type)
-    env = Env(ddp, rank, local_rank, world, device, device_type, dtype, autocast_context(dtype, device_type),
-              compile=cfg['compile'] if cfg['compile'] is not None else device_type == 'cuda',
-              accum=cfg['gradient_accumulation_steps'] // world)
-    if cfg['cuda_graph']:
-        check_cuda_graph(cfg, env)  # before the process group: a refusal leaves nothing to tear down
-    if ddp:
-        # every rank evaluates its share, but rank 0 writes checkpoints while the others wait in the next step's
-        # all-reduce: 30 minutes, not NCCL's default 10, leaves room for a large model on a slow shared disk
-        dist.init_process_group(backend='nccl' if device.startswith('cuda') else 'gloo',
-                                timeout=datetime.timedelta(minutes=30))
-        if device_type == 'cpu' and cfg['dtype'] == 'auto':
-            env.dtype = rank0_dtype(env.dtype)
-            env.autocast = autocast_context(env.dtype, device_type)
-    return env
-
-
-def rank0_dtype(dtype):
-    """Rank 0's dtype, on every rank. dtype='auto' on a CPU depends on the processor (hardware.cpu_has_fast_bf16),
-    and the nodes of one run may have different ones: they must still train in one precision."""
-    choices = ('float32', 'bfloat16', 'float16')
-    index = torch.tensor([choices.index(dtype)])
-    dist.broadcast(index, 0)
-    return choices[index.item()]
-
-
-def check_cuda_graph(cfg, env):
-    """cuda_graph=True records the step once and replays it: refuse what a replay cannot do, before any work."""
-    why = None
-    if env.device_type != 'cuda':
-        why = f"needs a CUDA device (this run is on {env.device}); drop --cuda_graph"
-    elif env.ddp:
-        why = ("runs one process per GPU (DDP's all-reduce is not captured); run seeds side by side with "
-               "ablate.sh's JOBS instead")
-    elif cfg['optimizer'] != 'adamw':
-        why = "needs AdamW (capturable=True); OrthoAdam's step is not captured"
-    elif env.dtype == 'float16':
-        why = ("cannot replay float16's GradScaler (its overflow check reads the device); use dtype=float32, or "
-               "bfloat16 on a GPU that has it")
-    elif env.compile and cfg['compile_mode'] in ('reduce-overhead', 'max-autotune'):
-        why = f"and compile_mode={cfg['compile_mode']!r} both make CUDA graphs; use one of them"
-    if why:
-        raise ValueError(f"config: cuda_graph=True {why}")
-
 
 def setup_data(cfg):
     """Every rank opens the train and val splits; vocab_size, unless set, comes from the dataset's meta.json.
@@ -612,87 +431,6 @@ def train_step(cfg, env, state, data):
 def note_first_bad(state, loss):
     """Keep the first iteration whose loss is not finite in state.first_bad, on the device: no sync in the step."""
     state.first_bad = torch.where((state.first_bad < 0) & ~torch.isfinite(loss), state.iter_num, state.first_bad)
-
-
-class CudaGraphs:
-    """cuda_graph=True: the training step (forward and backward over the micro-batches, gradient clipping, AdamW) is
-    recorded once as a CUDA graph and replayed every step, and so is the eval forward, so a small model's step costs
-    one launch instead of hundreds. Each step's batches are copied into fixed input tensors before the replay; the
-    learning rate is a tensor that the captured AdamW reads on the device (set_lr).
-    - The first WARMUP steps run eagerly, on a side stream: AdamW's state, cuBLAS's workspaces and torch.compile
-      are set up there, which a capture may not do. Then the step is captured and replayed from there on.
-    - Dropout: a replay reads the generator's seed and offset when it starts, so reseeding before each replay keeps
-      the masks a pure function of (seed, iteration), across resumes too. Within a step the micro-batches draw
-      consecutive offsets of one seed, so with accumulation and dropout the masks are not the eager step's.
-    - Gradients live in the graph's memory: the captured backward of the first micro-batch writes them, the
-      others add to them, and nothing outside the graph may zero them."""
-    WARMUP = 3
-
-    def __init__(self, cfg, env):
-        shape = (env.accum, cfg['batch_size'], cfg['block_size'])
-        self.X = torch.zeros(shape, dtype=torch.long, device=env.device)
-        self.Y = torch.zeros_like(self.X)
-        self.eval_X, self.eval_Y = torch.zeros_like(self.X[0]), torch.zeros_like(self.Y[0])
-        self.train_graph = self.eval_graph = None
-        self.eager_steps = 0
-
-    def _train(self, cfg, env, state):
-        loss_sum = torch.zeros((), device=env.device)
-        for m in range(env.accum):
-            with env.autocast:
-                _, loss = state.model(self.X[m], self.Y[m])
-            (loss / env.accum).backward()
-            loss_sum += loss.detach().float() / env.accum
-        if cfg['grad_clip'] != 0.0:
-            torch.nn.utils.clip_grad_norm_(state.model.parameters(), cfg['grad_clip'])
-        state.optimizer.step()
-        return loss_sum
-
-    def step(self, cfg, env, state, data):
-        for m in range(env.accum):
-            X, Y = get_batch(data, batch_rng(cfg['seed'], 0, state.iter_num, m), cfg['batch_size'],
-                             cfg['block_size'], env.device, sequential_start(cfg, state.iter_num, m, env.accum))
-            self.X[m].copy_(X, non_blocking=True)
-            self.Y[m].copy_(Y, non_blocking=True)
-        if self.train_graph is None and self.eager_steps < self.WARMUP:
-            seed_torch(cfg['seed'], 2, state.iter_num, 0)  # as the eager step's first micro-batch
-            loss = self._on_side_stream(lambda: self._train(cfg, env, state))
-            state.optimizer.zero_grad(set_to_none=True)  # the capture then allocates the gradients in its pool
-            self.eager_steps += 1
-            return loss
-        if self.train_graph is None:
-            self.train_graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(self.train_graph):
-                self.train_loss = self._train(cfg, env, state)
-        seed_torch(cfg['seed'], 2, state.iter_num, 0)  # after the capture, which advances the generator
-        self.train_graph.replay()
-        return self.train_loss.clone()  # the graph overwrites its output at the next replay
-
-    def eval_loss(self, env, model, X, Y):
-        """One eval batch's loss through the captured forward (captured at the first call, after one eager
-        forward on a side stream)."""
-        self.eval_X.copy_(X, non_blocking=True)
-        self.eval_Y.copy_(Y, non_blocking=True)
-
-        def forward():
-            with env.autocast:
-                return model(self.eval_X, self.eval_Y)[1].float()
-        if self.eval_graph is None:
-            self._on_side_stream(forward)
-            self.eval_graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(self.eval_graph):
-                self.eval_out = forward()
-        self.eval_graph.replay()
-        return self.eval_out.clone()
-
-    @staticmethod
-    def _on_side_stream(fn):
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            out = fn()
-        torch.cuda.current_stream().wait_stream(side)
-        return out
 
 
 def log_step(cfg, env, state, log, clock, loss_sum, lr):

@@ -1,0 +1,107 @@
+"""
+cuda_graph=True: train.py's step and its eval forward recorded once as CUDA graphs and replayed, so that a small
+model's step costs one launch instead of hundreds (results/bench_gpu.md measures what it buys).
+"""
+import torch
+
+from dataset import batch_rng, get_batch, seed_torch, sequential_start
+
+
+def check_cuda_graph(cfg, env):
+    """cuda_graph=True records the step once and replays it: refuse what a replay cannot do, before any work."""
+    why = None
+    if env.device_type != 'cuda':
+        why = f"needs a CUDA device (this run is on {env.device}); drop --cuda_graph"
+    elif env.ddp:
+        why = ("runs one process per GPU (DDP's all-reduce is not captured); run seeds side by side with "
+               "ablate.sh's JOBS instead")
+    elif cfg['optimizer'] != 'adamw':
+        why = "needs AdamW (capturable=True); OrthoAdam's step is not captured"
+    elif env.dtype == 'float16':
+        why = ("cannot replay float16's GradScaler (its overflow check reads the device); use dtype=float32, or "
+               "bfloat16 on a GPU that has it")
+    elif env.compile and cfg['compile_mode'] in ('reduce-overhead', 'max-autotune'):
+        why = f"and compile_mode={cfg['compile_mode']!r} both make CUDA graphs; use one of them"
+    if why:
+        raise ValueError(f"config: cuda_graph=True {why}")
+
+
+class CudaGraphs:
+    """cuda_graph=True: the training step (forward and backward over the micro-batches, gradient clipping, AdamW) is
+    recorded once as a CUDA graph and replayed every step, and so is the eval forward, so a small model's step costs
+    one launch instead of hundreds. Each step's batches are copied into fixed input tensors before the replay; the
+    learning rate is a tensor that the captured AdamW reads on the device (set_lr).
+    - The first WARMUP steps run eagerly, on a side stream: AdamW's state, cuBLAS's workspaces and torch.compile
+      are set up there, which a capture may not do. Then the step is captured and replayed from there on.
+    - Dropout: a replay reads the generator's seed and offset when it starts, so reseeding before each replay keeps
+      the masks a pure function of (seed, iteration), across resumes too. Within a step the micro-batches draw
+      consecutive offsets of one seed, so with accumulation and dropout the masks are not the eager step's.
+    - Gradients live in the graph's memory: the captured backward of the first micro-batch writes them, the
+      others add to them, and nothing outside the graph may zero them."""
+    WARMUP = 3
+
+    def __init__(self, cfg, env):
+        shape = (env.accum, cfg['batch_size'], cfg['block_size'])
+        self.X = torch.zeros(shape, dtype=torch.long, device=env.device)
+        self.Y = torch.zeros_like(self.X)
+        self.eval_X, self.eval_Y = torch.zeros_like(self.X[0]), torch.zeros_like(self.Y[0])
+        self.train_graph = self.eval_graph = None
+        self.eager_steps = 0
+
+    def _train(self, cfg, env, state):
+        loss_sum = torch.zeros((), device=env.device)
+        for m in range(env.accum):
+            with env.autocast:
+                _, loss = state.model(self.X[m], self.Y[m])
+            (loss / env.accum).backward()
+            loss_sum += loss.detach().float() / env.accum
+        if cfg['grad_clip'] != 0.0:
+            torch.nn.utils.clip_grad_norm_(state.model.parameters(), cfg['grad_clip'])
+        state.optimizer.step()
+        return loss_sum
+
+    def step(self, cfg, env, state, data):
+        for m in range(env.accum):
+            X, Y = get_batch(data, batch_rng(cfg['seed'], 0, state.iter_num, m), cfg['batch_size'],
+                             cfg['block_size'], env.device, sequential_start(cfg, state.iter_num, m, env.accum))
+            self.X[m].copy_(X, non_blocking=True)
+            self.Y[m].copy_(Y, non_blocking=True)
+        if self.train_graph is None and self.eager_steps < self.WARMUP:
+            seed_torch(cfg['seed'], 2, state.iter_num, 0)  # as the eager step's first micro-batch
+            loss = self._on_side_stream(lambda: self._train(cfg, env, state))
+            state.optimizer.zero_grad(set_to_none=True)  # the capture then allocates the gradients in its pool
+            self.eager_steps += 1
+            return loss
+        if self.train_graph is None:
+            self.train_graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(self.train_graph):
+                self.train_loss = self._train(cfg, env, state)
+        seed_torch(cfg['seed'], 2, state.iter_num, 0)  # after the capture, which advances the generator
+        self.train_graph.replay()
+        return self.train_loss.clone()  # the graph overwrites its output at the next replay
+
+    def eval_loss(self, env, model, X, Y):
+        """One eval batch's loss through the captured forward (captured at the first call, after one eager
+        forward on a side stream)."""
+        self.eval_X.copy_(X, non_blocking=True)
+        self.eval_Y.copy_(Y, non_blocking=True)
+
+        def forward():
+            with env.autocast:
+                return model(self.eval_X, self.eval_Y)[1].float()
+        if self.eval_graph is None:
+            self._on_side_stream(forward)
+            self.eval_graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(self.eval_graph):
+                self.eval_out = forward()
+        self.eval_graph.replay()
+        return self.eval_out.clone()
+
+    @staticmethod
+    def _on_side_stream(fn):
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            out = fn()
+        torch.cuda.current_stream().wait_stream(side)
+        return out

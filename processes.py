@@ -1,0 +1,163 @@
+"""
+Where train.py runs: its place among the DDP processes (torchrun sets RANK, LOCAL_RANK and WORLD_SIZE), its device
+and precision (Env, setup_processes), and how the processes act together: rank 0 first with its errors passed on
+(master_first), one stop agreed by every rank at the same step (StopSignal, StopVote), a loss averaged over ranks.
+"""
+import contextlib
+import datetime
+import os
+import signal
+import sys
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+from cuda_graph import check_cuda_graph
+from hardware import autocast_context, pick_dtype, resolve_device
+
+
+def mean_over_ranks(loss_sum, ddp, world):
+    """At a log step: this rank's mean loss over its micro-batches -> the step's loss, the mean over every
+    micro-batch of every rank (the loss of the equivalent 1-process run): one all-reduce, at log steps only."""
+    if not ddp:
+        return loss_sum.item()
+    total = loss_sum.detach().float().clone()
+    dist.all_reduce(total)  # a sum: gloo has no average
+    return total.item() / world
+
+
+class StopSignal:
+    """The first Ctrl-C or SIGTERM asks the run to stop at the end of the current step (or evaluation batch) and save
+    a checkpoint; a second Ctrl-C stops at once. Installed first thing in main(), so a signal during setup is not
+    lost; a context manager, so the previous handlers come back when the run returns."""
+
+    def __enter__(self):
+        self.requested = False
+        self.previous = {sig: signal.signal(sig, self.handle) for sig in (signal.SIGINT, signal.SIGTERM)}
+        return self
+
+    def __exit__(self, *exc):
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+
+    def handle(self, signum, frame):
+        if self.requested and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.requested = True
+        # os.write, not print: the handler may interrupt a print, and a buffered stream cannot be re-entered
+        os.write(sys.stdout.fileno(), f"\n{signal.Signals(signum).name} received: saving a checkpoint after this step "
+                 f"(Ctrl-C again to stop without saving)\n".encode())
+
+
+class StopVote:
+    """Whether to stop now; under DDP every rank must stop at the same step, and torchrun kills its workers 30 s
+    after its own SIGTERM, so the ranks vote at every step, not at log steps. The vote is an all-reduce (max) of
+    each rank's flag on a CPU (gloo) group of its own, asynchronous: the vote started at one poll is read at the
+    next, so it never waits on the GPU or holds the ranks in step. A signal during step i is therefore acted on
+    after step i + 1 (one process: after step i). Every rank polls at the same points (each training step, each
+    round of evaluation batches), so the votes line up."""
+
+    def __init__(self, signal_, env):
+        self.signal, self.ddp, self.pending = signal_, env.ddp, None
+        if self.ddp:
+            self.group = dist.new_group(backend='gloo')
+
+    def poll(self):
+        if not self.ddp:
+            return self.signal.requested
+        agreed = False
+        if self.pending is not None:
+            work, flag = self.pending
+            work.wait()
+            agreed = flag.item() > 0
+        flag = torch.tensor([int(self.signal.requested)], dtype=torch.int32)
+        self.pending = (dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=self.group, async_op=True), flag)
+        return agreed
+
+    def close(self):
+        if self.pending is not None:
+            self.pending[0].wait()
+            self.pending = None
+
+
+def master_first(env, fn):
+    """fn() on rank 0 only (checks and writes in the run folder), its value there and None elsewhere. Under DDP every
+    rank then raises rank 0's error, if it had one, so that all ranks leave together with one message instead of
+    waiting in a collective for a rank that is gone."""
+    err = value = None
+    if env.master:
+        try:
+            value = fn()
+        except Exception as e:  # noqa: BLE001: passed on to the other ranks, then raised here too
+            err = e
+    if env.ddp:
+        box = [err]
+        dist.broadcast_object_list(box, src=0)
+        err = box[0]
+        if err is not None and not env.master:
+            err.from_rank0 = True  # rank 0 prints it; this rank leaves quietly
+    if err is not None:
+        raise err
+    return value
+
+
+@dataclass
+class Env:
+    """Where this process runs: its place among the DDP processes, its device and precision."""
+    ddp: bool
+    rank: int
+    local_rank: int
+    world: int
+    device: str
+    device_type: str
+    dtype: str
+    autocast: contextlib.AbstractContextManager  # mixed precision for dtype, reusable across `with` blocks
+    compile: bool
+    accum: int  # micro-batches per process per optimizer step
+
+    @property
+    def master(self):
+        return self.rank == 0
+
+
+def setup_processes(cfg):
+    """DDP (torchrun sets RANK, LOCAL_RANK and WORLD_SIZE), this process's device, dtype and torch.compile."""
+    device, device_type = resolve_device(cfg['device'])
+    ddp = int(os.environ.get('RANK', -1)) != -1
+    rank, local_rank, world = 0, 0, 1
+    if ddp:
+        rank, local_rank, world = (int(os.environ[k]) for k in ('RANK', 'LOCAL_RANK', 'WORLD_SIZE'))
+        if device.startswith('cuda'):
+            device = f'cuda:{local_rank}'
+            torch.cuda.set_device(device)
+        if cfg['gradient_accumulation_steps'] % world:
+            raise ValueError(f"gradient_accumulation_steps={cfg['gradient_accumulation_steps']} must be divisible by "
+                             f"the number of processes ({world}): it is the global number of micro-batches per step")
+    if device_type == 'cuda':
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    dtype = pick_dtype(cfg['dtype'], device_type)
+    env = Env(ddp, rank, local_rank, world, device, device_type, dtype, autocast_context(dtype, device_type),
+              compile=cfg['compile'] if cfg['compile'] is not None else device_type == 'cuda',
+              accum=cfg['gradient_accumulation_steps'] // world)
+    if cfg['cuda_graph']:
+        check_cuda_graph(cfg, env)  # before the process group: a refusal leaves nothing to tear down
+    if ddp:
+        # every rank evaluates its share, but rank 0 writes checkpoints while the others wait in the next step's
+        # all-reduce: 30 minutes, not NCCL's default 10, leaves room for a large model on a slow shared disk
+        dist.init_process_group(backend='nccl' if device.startswith('cuda') else 'gloo',
+                                timeout=datetime.timedelta(minutes=30))
+        if device_type == 'cpu' and cfg['dtype'] == 'auto':
+            env.dtype = rank0_dtype(env.dtype)
+            env.autocast = autocast_context(env.dtype, device_type)
+    return env
+
+
+def rank0_dtype(dtype):
+    """Rank 0's dtype, on every rank. dtype='auto' on a CPU depends on the processor (hardware.cpu_has_fast_bf16),
+    and the nodes of one run may have different ones: they must still train in one precision."""
+    choices = ('float32', 'bfloat16', 'float16')
+    index = torch.tensor([choices.index(dtype)])
+    dist.broadcast(index, 0)
+    return choices[index.item()]
