@@ -1,0 +1,115 @@
+"""
+A run's checkpoints: ckpt.pt (everything a resume needs) and best.pt (the best weights), written atomically, and the
+rules of a resume: it continues the run exactly, so a key that changes what the run computes is refused unless the
+command line asks for it (FREE_ON_RESUME in config.py lists the keys that may change freely).
+"""
+import os
+from dataclasses import asdict
+
+import torch
+
+from config import DEFAULTS, FREE_ON_RESUME, MODEL_KEYS
+from model import CHECKPOINT_FORMAT, load_checkpoint
+from output import atomic_write
+from rundir import RunError, run_path
+
+
+def check_resume_config(cfg, saved, explicit, path):
+    """A resume continues the run exactly, so a training key whose value differs from the run's is refused, each
+    named, unless it was given on the command line: that changes the run on purpose (--max_iters, to extend it).
+    Returns the accepted changes."""
+    changed = {k: (saved[k], cfg[k]) for k in DEFAULTS
+               if k not in MODEL_KEYS and k not in FREE_ON_RESUME and k in saved and saved[k] != cfg[k]}
+    refused = [k for k in changed if k not in explicit or cfg['resume_strict']]
+    if refused and cfg['resume_strict']:
+        raise ValueError(f"{path} was trained with " + ', '.join(f"{k}={changed[k][0]!r}" for k in refused) +
+                         "; this command gives " + ', '.join(f"{k}={changed[k][1]!r}" for k in refused) +
+                         ". resume_strict=True (ablate.sh sets it) continues a run only with its own settings: "
+                         "re-launch with those, or start the run anew in another folder (another SWEEP=)")
+    if refused:
+        was = ', '.join(f"{k}={changed[k][0]!r}" for k in refused)
+        now = ', '.join(f"{k}={changed[k][1]!r}" for k in refused)
+        raise ValueError(f"{path} was trained with {was}; this config gives {now}. A resume continues the run "
+                         f"exactly, so these must match: resume with the run's own config, or change the run on "
+                         f"purpose by giving each on the command line ("
+                         + ' '.join(f"--{k}={changed[k][1]!r}" for k in refused) + ")")
+    return changed
+
+
+def load_resumed(cfg, path, explicit, master):
+    """ckpt.pt's model and contents; the architecture comes from the checkpoint, so cfg's model keys are set."""
+    model, ckpt = load_checkpoint(path, 'cpu')
+    # the model is the checkpoint's: a model key asked for on the command line that differs (--dropout=0.1, say)
+    # is refused, since the run would go on without it; one from a config file is noted and replaced
+    asked = [k for k in MODEL_KEYS if k in explicit and cfg[k] != ckpt['model_args'][k]]
+    if asked and not cfg['eval_only']:
+        raise ValueError(f"{path}'s model has " + ', '.join(f"{k}={ckpt['model_args'][k]!r}" for k in asked) +
+                         "; this command gives " + ', '.join(f"{k}={cfg[k]!r}" for k in asked) + ". A resume "
+                         "continues the checkpoint's model, whose keys cannot change: drop " +
+                         ' '.join(f"--{k}" for k in asked) + ", or start a new run in another --out_dir")
+    for k in MODEL_KEYS:
+        if cfg[k] != DEFAULTS[k] and cfg[k] != ckpt['model_args'][k] and master:
+            print(f"warning: {k}={cfg[k]!r} ignored: the checkpoint's model has {k}={ckpt['model_args'][k]!r}")
+        cfg[k] = ckpt['model_args'][k]
+    saved = ckpt.get('config', {})
+    # bos cannot change, not even on purpose nor for a look (eval_only): its token is an id of the model's vocabulary
+    if 'bos' in saved and saved['bos'] != cfg['bos']:
+        raise ValueError(f"{path} was trained with bos={saved['bos']!r}, and bos cannot change on resume (its token "
+                         f"is an id the model's embedding has or lacks): resume with --bos={saved['bos']!r}, or start "
+                         f"a new run in another --out_dir")
+    # eval_only looks at the checkpoint, whatever schedule the command line gives: nothing else to refuse. It
+    # evaluates as the run did (its batch_size, eval_iters, seed: the same batches, so the losses it logged),
+    # except for the keys given on the command line
+    if cfg['eval_only']:
+        cfg.update({k: saved[k] for k in DEFAULTS if k in saved and k not in MODEL_KEYS and k not in FREE_ON_RESUME
+                    and k not in explicit})
+    changed = {} if cfg['eval_only'] else check_resume_config(cfg, saved, explicit, path)
+    if master:
+        for k, (was, now) in changed.items():
+            print(f"resume: {k} changes from {was!r} to {now!r}, as the command line asks")
+    if ckpt['iter_num'] > cfg['max_iters'] and not cfg['eval_only']:
+        raise ValueError(f"{path} is at iteration {ckpt['iter_num']}, past max_iters={cfg['max_iters']}: "
+                         f"set --max_iters to {ckpt['iter_num']} or more to continue it")
+    return model, ckpt
+
+
+def mend_best(cfg, state):
+    """Rank 0, on resume: ckpt.pt is written before best.pt, so a crash between the two at an eval that improved
+    leaves best.pt behind. Then ckpt.pt's weights are that best state, and best.pt is written from them."""
+    ev = state.last_eval
+    if ev.get('iter') != state.iter_num or ev.get('val_loss') != state.best_val_loss or state.iter_num == 0:
+        return
+    path = run_path(cfg, 'best.pt')
+    if os.path.exists(path) and torch.load(path, map_location='cpu', weights_only=True).get('iter_num') == ev['iter']:
+        return
+    print(f"{path} is behind {run_path(cfg)} (a stop between the two writes at iteration {ev['iter']}): mending it")
+    save_checkpoint(cfg, state, None, 'best.pt')
+
+
+def save_checkpoint(cfg, state, log, name='ckpt.pt'):
+    """ckpt.pt: everything a resume needs. best.pt, for sampling and evaluation: the weights only (a third of
+    ckpt.pt with AdamW). No RNG state: batches and dropout masks are pure functions of (seed, iteration,
+    micro-batch). Both carry the tokenizer, so that sample.py decodes without the dataset. The write is atomic: a
+    full disk leaves the previous file as it was, and an error that says so."""
+    raw = state.raw_model
+    ckpt = dict(format=CHECKPOINT_FORMAT, model=raw.state_dict(), model_args=asdict(raw.config),
+                iter_num=state.iter_num, best_val_loss=state.best_val_loss, last_eval=state.last_eval, config=cfg,
+                tokenizer=state.tokenizer)
+    if name == 'ckpt.pt':
+        ckpt['optimizer'] = state.optimizer.state_dict()
+        if state.scaler.is_enabled():
+            ckpt['scaler'] = state.scaler.state_dict()
+        wandb_id = log.wandb_id if log is not None else state.wandb_id
+        if wandb_id is not None:
+            ckpt['wandb_run_id'] = wandb_id  # a resumed run continues the same wandb curves
+        if state.clock is not None:
+            ckpt['timing'] = state.clock.totals()
+    path = run_path(cfg, name)
+    try:
+        atomic_write(path, lambda f: torch.save(ckpt, f))
+    except OSError as e:
+        where = f"the previous {path} is unchanged" if os.path.exists(path) else f"no {name} yet"
+        raise RunError(f"could not write {path} at iteration {state.iter_num} ({e.strerror or e}); {where}. Free "
+                       f"space or fix the folder's permissions, then continue with --init_from=resume") from None
+    if name == 'ckpt.pt' and log is not None:
+        log.retire_summary()  # ckpt.pt is past a finished run's summary now (a failed write left the run finished)
