@@ -4,8 +4,6 @@ model's step costs one launch instead of hundreds (results/bench_gpu.md measures
 """
 import torch
 
-from dataset import batch_rng, get_batch, seed_torch, sequential_start
-
 
 def check_cuda_graph(cfg, env):
     """cuda_graph=True records the step once and replays it: refuse what a replay cannot do, before any work."""
@@ -27,17 +25,17 @@ def check_cuda_graph(cfg, env):
 
 
 class CudaGraphs:
-    """cuda_graph=True: the training step (forward and backward over the micro-batches, gradient clipping, AdamW) is
+    """cuda_graph=True: train.py's step() (forward and backward over the micro-batches, gradient clipping, AdamW) is
     recorded once as a CUDA graph and replayed every step, and so is the eval forward, so a small model's step costs
     one launch instead of hundreds. Each step's batches are copied into fixed input tensors before the replay; the
-    learning rate is a tensor that the captured AdamW reads on the device (set_lr).
+    learning rate is a tensor that the captured AdamW reads on the device (train.set_lr).
     - The first WARMUP steps run eagerly, on a side stream: AdamW's state, cuBLAS's workspaces and torch.compile
       are set up there, which a capture may not do. Then the step is captured and replayed from there on.
     - Dropout: a replay reads the generator's seed and offset when it starts, so reseeding before each replay keeps
       the masks a pure function of (seed, iteration), across resumes too. Within a step the micro-batches draw
       consecutive offsets of one seed, so with accumulation and dropout the masks are not the eager step's.
-    - Gradients live in the graph's memory: the captured backward of the first micro-batch writes them, the
-      others add to them, and nothing outside the graph may zero them."""
+    - Gradients live in the graph's memory: the captured backward of the first micro-batch writes them, the others
+      add to them; step()'s zero_grad(set_to_none=True) drops only Python's references, at capture time."""
     WARMUP = 3
 
     def __init__(self, cfg, env):
@@ -48,35 +46,22 @@ class CudaGraphs:
         self.train_graph = self.eval_graph = None
         self.eager_steps = 0
 
-    def _train(self, cfg, env, state):
-        loss_sum = torch.zeros((), device=env.device)
-        for m in range(env.accum):
-            with env.autocast:
-                _, loss = state.model(self.X[m], self.Y[m])
-            (loss / env.accum).backward()
-            loss_sum += loss.detach().float() / env.accum
-        if cfg['grad_clip'] != 0.0:
-            torch.nn.utils.clip_grad_norm_(state.model.parameters(), cfg['grad_clip'])
-        state.optimizer.step()
-        return loss_sum
-
-    def step(self, cfg, env, state, data):
-        for m in range(env.accum):
-            X, Y = get_batch(data, batch_rng(cfg['seed'], 0, state.iter_num, m), cfg['batch_size'],
-                             cfg['block_size'], env.device, sequential_start(cfg, state.iter_num, m, env.accum))
+    def step(self, run, batches, reseed):
+        """run(micro-batches) on this step's batches, copied into the graph's fixed inputs: eagerly for the first
+        WARMUP steps, then recorded once and replayed. reseed() sets the dropout generator for the step."""
+        for m, (X, Y) in enumerate(batches):
             self.X[m].copy_(X, non_blocking=True)
             self.Y[m].copy_(Y, non_blocking=True)
+        fixed = list(zip(self.X, self.Y))
         if self.train_graph is None and self.eager_steps < self.WARMUP:
-            seed_torch(cfg['seed'], 2, state.iter_num, 0)  # as the eager step's first micro-batch
-            loss = self._on_side_stream(lambda: self._train(cfg, env, state))
-            state.optimizer.zero_grad(set_to_none=True)  # the capture then allocates the gradients in its pool
+            reseed()
             self.eager_steps += 1
-            return loss
+            return self._on_side_stream(lambda: run(fixed))
         if self.train_graph is None:
             self.train_graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(self.train_graph):
-                self.train_loss = self._train(cfg, env, state)
-        seed_torch(cfg['seed'], 2, state.iter_num, 0)  # after the capture, which advances the generator
+                self.train_loss = run(fixed)
+        reseed()  # after the capture, which advances the generator
         self.train_graph.replay()
         return self.train_loss.clone()  # the graph overwrites its output at the next replay
 

@@ -324,35 +324,54 @@ def evaluate(cfg, env, state, log, lr, data, stop):
     return True
 
 
-def train_step(cfg, env, state, data):
-    """One optimizer step over this rank's `accum` micro-batches. Micro-batch m of rank r is global number
-    g = r * accum + m, so N processes see exactly the batches (and dropout masks) of one process with N times the
-    accumulation. Returns the mean loss over this rank's micro-batches, as a tensor (no sync)."""
-    if state.graphs is not None:
-        loss_sum = state.graphs.step(cfg, env, state, data)
-        note_first_bad(state, loss_sum)
-        state.iter_num += 1
-        return loss_sum
-    loss_sum = 0.0
+def micro_batches(cfg, env, state, data):
+    """This rank's `accum` micro-batches of the step, (X, Y) on the device, each after its dropout seed is set.
+    Micro-batch m of rank r is global number g = r * accum + m, so N processes see exactly the batches (and dropout
+    masks) of one process with N times the accumulation; DDP all-reduces the gradients after the last one only."""
+    it, n = state.iter_num, env.world * env.accum
     for m in range(env.accum):
         g = env.rank * env.accum + m
-        X, Y = get_batch(data, batch_rng(cfg['seed'], 0, state.iter_num, g), cfg['batch_size'], cfg['block_size'],
-                         env.device, sequential_start(cfg, state.iter_num, g, env.world * env.accum))
-        seed_torch(cfg['seed'], 2, state.iter_num, g)  # dropout masks too, so N processes equal one process
+        X, Y = get_batch(data, batch_rng(cfg['seed'], 0, it, g), cfg['batch_size'], cfg['block_size'], env.device,
+                         sequential_start(cfg, it, g, n))
+        seed_torch(cfg['seed'], 2, it, g)
         if env.ddp:
-            state.model.require_backward_grad_sync = (m == env.accum - 1)  # all-reduce only on the last micro-step
-        with env.autocast:
-            _, loss = state.model(X, Y)
-            loss = loss / env.accum
-        state.scaler.scale(loss).backward()
+            state.model.require_backward_grad_sync = (m == env.accum - 1)
+        yield X, Y
+
+
+def step(model, optimizer, scaler, batches, accum, grad_clip, autocast):
+    """One optimizer step, the one every path runs (cuda_graph=True records it once and replays it): forward and
+    backward over the micro-batches, each loss divided by accum so that the gradients are the mean's; the gradients
+    clipped to a global norm of grad_clip (0: not clipped); the optimizer's step. fp16's GradScaler scales the loss and
+    unscales before clipping (disabled otherwise, when it does nothing). Returns the mean loss over the micro-batches,
+    a tensor on the device (no sync)."""
+    loss_sum = 0.0
+    for X, Y in batches:
+        with autocast:
+            _, loss = model(X, Y)
+        loss = loss / accum
+        scaler.scale(loss).backward()
         loss_sum = loss_sum + loss.detach()
-        note_first_bad(state, loss.detach())
-    if cfg['grad_clip'] != 0.0:
-        state.scaler.unscale_(state.optimizer)
-        torch.nn.utils.clip_grad_norm_(state.model.parameters(), cfg['grad_clip'])
-    state.scaler.step(state.optimizer)
-    state.scaler.update()
-    state.optimizer.zero_grad(set_to_none=True)
+    if grad_clip != 0.0:
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    scaler.step(optimizer)
+    scaler.update()
+    optimizer.zero_grad(set_to_none=True)
+    return loss_sum
+
+
+def train_step(cfg, env, state, data):
+    """This rank's optimizer step at state.iter_num: step() on its micro-batches, eagerly or as the replay of its CUDA
+    graph. Returns the mean loss over the micro-batches, a tensor (no sync)."""
+    def run(batches):
+        return step(state.model, state.optimizer, state.scaler, batches, env.accum, cfg['grad_clip'], env.autocast)
+    batches = micro_batches(cfg, env, state, data)
+    if state.graphs is None:
+        loss_sum = run(batches)
+    else:
+        loss_sum = state.graphs.step(run, batches, reseed=lambda: seed_torch(cfg['seed'], 2, state.iter_num, 0))
+    note_first_bad(state, loss_sum)
     state.iter_num += 1
     return loss_sum
 

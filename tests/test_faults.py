@@ -14,7 +14,9 @@ import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+import checkpoint  # noqa: E402
 import dataset  # noqa: E402
+import rundir  # noqa: E402
 import train  # noqa: E402
 from model import load_checkpoint  # noqa: E402
 from test_train import TIMING, TINY, read_log, run_train  # noqa: E402
@@ -183,8 +185,8 @@ def test_an_out_dir_that_cannot_be_made_or_written_is_a_clear_error(tmp_path, mo
     (tmp_path / 'file').write_text('x')
     p = run_train(tmp_path / 'file' / 'run', '--max_iters=2', check=False)
     assert p.returncode == 1 and 'cannot make out_dir' in p.stderr and 'Traceback' not in p.stderr, p.stderr
-    monkeypatch.setattr(train.os, 'access', lambda path, mode: False)  # a read-only folder (tests run as root)
-    with pytest.raises(train.RunError, match='is not writable'):
+    monkeypatch.setattr(rundir.os, 'access', lambda path, mode: False)  # a read-only folder (tests run as root)
+    with pytest.raises(rundir.RunError, match='is not writable'):
         train.main([*TINY, f'--out_dir={tmp_path / "ro"}', '--max_iters=2'])
 
 
@@ -287,7 +289,7 @@ def test_a_torn_last_log_line_is_dropped_and_other_corruption_named(tmp_path):
 
 def test_main_restores_the_signal_handlers_and_survives_a_clock_jump(tmp_path, monkeypatch):
     before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    monkeypatch.setattr(train.time, 'time', lambda: 1e9)  # a frozen (or jumping) wall clock
+    monkeypatch.setattr(rundir.time, 'time', lambda: 1e9)  # a frozen (or jumping) wall clock
     assert train.main([*TINY, f'--out_dir={tmp_path / "o"}', '--max_iters=3', '--eval_interval=3']) == 0
     assert {s: signal.getsignal(s) for s in before} == before
 
@@ -338,7 +340,7 @@ def test_what_a_run_folder_holds_is_kept(tmp_path, monkeypatch):
     p = run_train(record, '--max_iters=2', check=False)
     assert p.returncode == 1 and "summary.json exists (a finished run's record" in p.stderr, p.stderr
     assert (record / 'log.jsonl').read_bytes() == (out / 'log.jsonl').read_bytes()
-    monkeypatch.setattr(train, 'start_wandb', lambda *a: pytest.fail('eval_only started wandb'))
+    monkeypatch.setattr(rundir, 'start_wandb', lambda *a: pytest.fail('eval_only started wandb'))
     assert train.main([*TINY, f'--out_dir={out}', '--init_from=resume', '--eval_only=True', '--wandb_log=True']) == 0
     (out / 'ckpt.pt.tmp').write_bytes(b'half a checkpoint')
     (out / 'notes.tmp').write_text('a file of the user')
@@ -383,14 +385,14 @@ def test_an_extension_whose_first_checkpoint_write_fails_leaves_the_finished_run
     out = tmp_path / 'o'
     assert train.main([*TINY, f'--out_dir={out}', '--max_iters=3', '--lr_decay_iters=6', '--eval_interval=3']) == 0
     before = (out / 'summary.json').read_bytes()
-    write = train.atomic_write
+    write = checkpoint.atomic_write
 
     def full_disk(path, fn):
         if os.path.basename(path) == 'ckpt.pt':
             raise OSError(28, 'No space left on device')
         return write(path, fn)
-    monkeypatch.setattr(train, 'atomic_write', full_disk)
-    with pytest.raises(train.RunError, match='No space left'):
+    monkeypatch.setattr(checkpoint, 'atomic_write', full_disk)
+    with pytest.raises(rundir.RunError, match='No space left'):
         train.main([*TINY, f'--out_dir={out}', '--max_iters=6', '--lr_decay_iters=6', '--eval_interval=3',
                     '--ckpt_interval=1', '--init_from=resume'])
     assert (out / 'summary.json').read_bytes() == before and not list(out.glob('summary_at_*'))

@@ -15,8 +15,11 @@ import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+import config  # noqa: E402
+import cuda_graph  # noqa: E402
 import dataset  # noqa: E402
 import hardware  # noqa: E402
+import processes  # noqa: E402
 import train  # noqa: E402
 from model import GPT, GPTConfig, load_checkpoint  # noqa: E402
 
@@ -48,7 +51,7 @@ def shakespeare_char():
 def test_config_file_include_and_overrides(tmp_path):
     (tmp_path / 'base.py').write_text("n_layer = 3\nlearning_rate = 1e-3\nimport math as _m\n")
     (tmp_path / 'cell.py').write_text("include('base.py')\nattn = 'diff'\nn_head = 4\n")
-    cfg = train.parse_config([str(tmp_path / 'cell.py'), '--n_layer=5', '--learning_rate=1',
+    cfg = config.parse_config([str(tmp_path / 'cell.py'), '--n_layer=5', '--learning_rate=1',
                               '--wandb_run_name=a=b', '--n_kv_head=None', '--lambda_init=0.5'])
     assert (cfg['n_layer'], cfg['attn'], cfg['n_head']) == (5, 'diff', 4)
     assert cfg['learning_rate'] == 1.0 and isinstance(cfg['learning_rate'], float)  # int accepted for a float
@@ -58,36 +61,36 @@ def test_config_file_include_and_overrides(tmp_path):
 
 def test_config_errors(tmp_path):
     with pytest.raises(ValueError, match=r"unknown config key 'learnig_rate'.*learning_rate"):
-        train.parse_config(['--learnig_rate=1e-3'])
+        config.parse_config(['--learnig_rate=1e-3'])
     with pytest.raises(ValueError, match=r"n_layer=2.5 has type float, expected int"):
-        train.parse_config(['--n_layer=2.5'])
+        config.parse_config(['--n_layer=2.5'])
     with pytest.raises(ValueError, match=r"symmetric='yes' has type str, expected bool"):
-        train.parse_config(['--symmetric=yes'])
+        config.parse_config(['--symmetric=yes'])
     with pytest.raises(ValueError, match=r"dtype='fp8' must be one of"):
-        train.parse_config(['--dtype=fp8'])
+        config.parse_config(['--dtype=fp8'])
     (tmp_path / 'bad.py').write_text("n_layr = 3\n")
     with pytest.raises(ValueError, match=r"bad.py: unknown config key 'n_layr'.*n_layer"):
-        train.parse_config([str(tmp_path / 'bad.py')])
+        config.parse_config([str(tmp_path / 'bad.py')])
     with pytest.raises(ValueError, match="not found"):
-        train.parse_config([str(tmp_path / 'nope.py')])
+        config.parse_config([str(tmp_path / 'nope.py')])
     # a space for the '=': said as such, with the fix (it was read as a missing config file '2')
     with pytest.raises(ValueError, match=r"'--max_iters' should be --key=value \(write --max_iters=2\)"):
-        train.parse_config(['configs/nanogpt_3L.py', '--max_iters', '2'])
+        config.parse_config(['configs/nanogpt_3L.py', '--max_iters', '2'])
     with pytest.raises(ValueError, match=r"'--compile' should be --key=value$"):
-        train.parse_config(['--compile', '--max_iters=2'])
+        config.parse_config(['--compile', '--max_iters=2'])
 
 
 def test_overrides_win_wherever_they_stand_and_config_file_errors_name_their_line(tmp_path):
     """`--max_iters=2 configs/x.py` means what `configs/x.py --max_iters=2` means (usage: files first, then
     overrides); a typo inside a config file is one line naming the file and the line, not a traceback."""
-    cfg = train.parse_config(['--n_layer=5', '--max_iters=2', os.path.join(ROOT, 'configs', 'diff_sym_6L.py')])
+    cfg = config.parse_config(['--n_layer=5', '--max_iters=2', os.path.join(ROOT, 'configs', 'diff_sym_6L.py')])
     assert (cfg['n_layer'], cfg['max_iters'], cfg['attn']) == (5, 2, 'diff')  # the base config sets max_iters
     (tmp_path / 'syntax.py').write_text("n_layer = 3\nbatch_size = 4 +\n")
     with pytest.raises(ValueError, match=r"syntax\.py, line 2: SyntaxError"):
-        train.parse_config([str(tmp_path / 'syntax.py')])
+        config.parse_config([str(tmp_path / 'syntax.py')])
     (tmp_path / 'name.py').write_text("n_layer = 3\nn_head = heads\n")
     with pytest.raises(ValueError, match=r"name\.py, line 2: NameError: name 'heads' is not defined"):
-        train.parse_config([str(tmp_path / 'name.py')])
+        config.parse_config([str(tmp_path / 'name.py')])
     p = subprocess.run([sys.executable, os.path.join(ROOT, 'train.py'), str(tmp_path / 'name.py')], cwd=ROOT,
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 1 and 'Traceback' not in p.stderr and 'name.py, line 2' in p.stderr
@@ -95,8 +98,8 @@ def test_overrides_win_wherever_they_stand_and_config_file_errors_name_their_lin
 
 def test_a_leak_in_a_causal_run_says_to_set_causal_false():
     with pytest.raises(ValueError, match=r"leak='zero_future' reproduces a causal-mask bug.*--causal=False"):
-        train.parse_config(['--leak=zero_future'])
-    assert train.parse_config(['--leak=off_by_one', '--causal=False'])['leak'] == 'off_by_one'
+        config.parse_config(['--leak=zero_future'])
+    assert config.parse_config(['--leak=off_by_one', '--causal=False'])['leak'] == 'off_by_one'
 
 
 def test_every_config_key_is_in_the_readme_tables():
@@ -105,11 +108,11 @@ def test_every_config_key_is_in_the_readme_tables():
     with open(os.path.join(ROOT, 'README.md')) as f:
         first_cells = [line.split('|')[1] for line in f if line.startswith('|')]
     named = {k for cell in first_cells for k in re.findall(r'`([a-z_0-9]+)`', cell)}
-    assert sorted(k for k in train.DEFAULTS if k not in named) == []
+    assert sorted(k for k in config.DEFAULTS if k not in named) == []
 
 
 def test_learning_rate_schedule():
-    cfg = dict(train.DEFAULTS, learning_rate=1.0, min_lr=0.1, warmup_iters=10, lr_decay_iters=110)
+    cfg = dict(config.DEFAULTS, learning_rate=1.0, min_lr=0.1, warmup_iters=10, lr_decay_iters=110)
     assert train.get_lr(0, cfg) == 1 / 11 and train.get_lr(9, cfg) == 10 / 11  # linear warmup: (it + 1) / 11
     assert train.get_lr(10, cfg) == 1.0  # the peak, where the cosine starts
     assert train.get_lr(60, cfg) == pytest.approx((1.0 + 0.1) / 2, abs=1e-12)  # the midpoint of the decay
@@ -387,8 +390,8 @@ def test_ddp_two_processes_equal_one_with_double_accumulation(tmp_path):
     one, two = tmp_path / 'one', tmp_path / 'two'
     # train.py with a stubbed device peak, so that the logged MFU can be checked exactly
     stub = tmp_path / 'train_stub_peak.py'
-    stub.write_text(f"import sys\nsys.path.insert(0, {ROOT!r})\nimport train\n"
-                    f"train.peak_flops = lambda device, dtype: 1e12\nsys.exit(train.main(sys.argv[1:]))\n")
+    stub.write_text(f"import sys\nsys.path.insert(0, {ROOT!r})\nimport rundir, train\n"
+                    f"rundir.peak_flops = lambda device, dtype: 1e12\nsys.exit(train.main(sys.argv[1:]))\n")
     env = dict(os.environ, OMP_NUM_THREADS='1')
     for out, launch in ((one, []), (two, ['-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2'])):
         p = subprocess.run([sys.executable, *launch, str(stub), *TINY, f'--out_dir={out}', *common], cwd=ROOT,
@@ -465,8 +468,8 @@ def _rank_dtype(rank, port, out):
     import torch.distributed as dist
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE='2', MASTER_ADDR='127.0.0.1',
                       MASTER_PORT=str(port))
-    train.pick_dtype = lambda dtype, device_type: ['float32', 'bfloat16'][rank]
-    env = train.setup_processes(train.parse_config(['--device=cpu', '--gradient_accumulation_steps=2']))
+    processes.pick_dtype = lambda dtype, device_type: ['float32', 'bfloat16'][rank]
+    env = processes.setup_processes(config.parse_config(['--device=cpu', '--gradient_accumulation_steps=2']))
     try:
         with open(os.path.join(out, f'rank{rank}'), 'w') as f:
             f.write(f"{env.dtype} {type(env.autocast).__name__}")
@@ -491,16 +494,16 @@ def test_cuda_graph_refuses_what_a_replay_cannot_do(tmp_path):
         train.main([*TINY, f'--out_dir={tmp_path / "o"}', '--cuda_graph=True'])
     assert not (tmp_path / 'o').exists()
     with pytest.raises(ValueError, match=r"compile_mode='fast' must be one of"):
-        train.parse_config(['--compile_mode=fast'])
+        config.parse_config(['--compile_mode=fast'])
     gpu = dict(ddp=False, rank=0, local_rank=0, world=1, device='cuda', device_type='cuda', dtype='bfloat16',
                autocast=contextlib.nullcontext(), compile=False, accum=1)
-    cfg = train.parse_config(['--cuda_graph=True'])
-    train.check_cuda_graph(cfg, train.Env(**gpu))  # one GPU, AdamW, bf16: accepted
+    cfg = config.parse_config(['--cuda_graph=True'])
+    cuda_graph.check_cuda_graph(cfg, processes.Env(**gpu))  # one GPU, AdamW, bf16: accepted
     for over, env_over, why in [({}, dict(ddp=True, world=2), "DDP"), (dict(optimizer='orthoadam'), {}, "AdamW"),
                                 ({}, dict(dtype='float16'), "GradScaler"),
                                 (dict(compile_mode='reduce-overhead'), dict(compile=True), "use one of them")]:
         with pytest.raises(ValueError, match=why):
-            train.check_cuda_graph(dict(cfg, **over), train.Env(**dict(gpu, **env_over)))
+            cuda_graph.check_cuda_graph(dict(cfg, **over), processes.Env(**dict(gpu, **env_over)))
 
 
 def test_training_step_never_waits_for_the_device(tmp_path, monkeypatch):
@@ -533,7 +536,7 @@ def test_a_tensor_learning_rate_set_in_place_equals_a_float_one():
     assert isinstance(opts[1].param_groups[0]['lr'], torch.Tensor) and not torch.is_tensor(opts[0].param_groups[0]['lr'])
     lr_tensor = opts[1].param_groups[0]['lr']
     x = torch.randint(0, 65, (4, 16))
-    cfg = dict(train.DEFAULTS, learning_rate=1e-2, min_lr=1e-3, warmup_iters=2, lr_decay_iters=8)
+    cfg = dict(config.DEFAULTS, learning_rate=1e-2, min_lr=1e-3, warmup_iters=2, lr_decay_iters=8)
     for it in range(8):
         for m, o in zip(models, opts):
             train.set_lr(o, train.get_lr(it, cfg))
@@ -627,7 +630,7 @@ def test_a_device_that_is_not_one_is_refused_naming_the_choices(device):
     with pytest.raises(ValueError, match=r"is not a device: use 'auto' .*'cpu', 'cuda', 'cuda:1' .*or 'mps'"):
         hardware.resolve_device(device)
     with pytest.raises(ValueError, match="is not a device"):
-        train.setup_processes(train.parse_config([f'--device={device}']))  # before any data or model
+        processes.setup_processes(config.parse_config([f'--device={device}']))  # before any data or model
 
 
 def test_sample_py_names_a_bad_device_not_the_checkpoint(tmp_path):
@@ -703,7 +706,7 @@ def test_wandb_follows_its_own_environment_variables(tmp_path):
                                          ('--n_embd=30', 'n_embd=30 must be divisible by n_head')])
 def test_out_of_range_values_are_config_errors(arg, message):
     with pytest.raises(ValueError, match=message):
-        train.parse_config([arg])
+        config.parse_config([arg])
 
 
 def test_cli_errors_help_and_warnings_need_no_traceback(tmp_path):
@@ -890,9 +893,9 @@ def test_sequential_windows_walk_the_stream_in_order_and_wrap():
 def test_sequential_micro_batches_tile_the_stream_across_ranks_and_steps():
     cfg = dict(window_order='sequential', batch_size=8)
     n = 4  # e.g. 2 ranks x 2 micro-batches: micro-batch g = rank * accum + m
-    got = [train.sequential_start(cfg, it, g, n) for it in range(3) for g in range(n)]
+    got = [dataset.sequential_start(cfg, it, g, n) for it in range(3) for g in range(n)]
     assert got == [8 * k for k in range(12)]  # every window once, in order, whatever the split into processes
-    assert train.sequential_start(dict(cfg, window_order='random'), 5, 1, n) is None
+    assert dataset.sequential_start(dict(cfg, window_order='random'), 5, 1, n) is None
 
 
 def test_sequential_training_steps_take_consecutive_windows(tmp_path, monkeypatch):
