@@ -36,21 +36,33 @@ def check_resume_config(cfg, saved, explicit, path):
     return changed
 
 
-def load_resumed(cfg, path, explicit, master):
-    """ckpt.pt's model and contents; the architecture comes from the checkpoint, so cfg's model keys are set."""
+def load_resumed(cfg, path, explicit, master, n_tokens):
+    """ckpt.pt's model and contents; the architecture comes from the checkpoint, so cfg's model keys are set (a model
+    field newer than the checkpoint takes its default, which is the model the checkpoint was trained as). n_tokens:
+    the token ids of this command's data, which the checkpoint's embedding must have rows for."""
     model, ckpt = load_checkpoint(path, 'cpu')
-    # the model is the checkpoint's: a model key asked for on the command line that differs (--dropout=0.1, say)
-    # is refused, since the run would go on without it; one from a config file is noted and replaced
-    asked = [k for k in MODEL_KEYS if k in explicit and cfg[k] != ckpt['model_args'][k]]
+    args = asdict(model.config)
+    if args['vocab_size'] < n_tokens:
+        raise ValueError(f"{path}'s model has vocab_size={args['vocab_size']}, and dataset '{cfg['dataset']}' holds "
+                         f"{n_tokens} token ids{' (with bos)' if cfg['bos'] else ''}: a resume continues on data its "
+                         f"embedding can read. Resume with the run's own config (its dataset was "
+                         f"{ckpt.get('config', {}).get('dataset')!r}), or start a new run in another --out_dir")
+    # the model is the checkpoint's: a model key this command sets to something else, on the command line or in a
+    # config file (another variant's, say), is refused, since the run would go on without it. vocab_size is the
+    # dataset's unless given, and train.py checks it against the data. eval_only only looks: the keys are noted
+    asked = [k for k in MODEL_KEYS if cfg[k] != args[k] and (k in explicit or (k != 'vocab_size' and
+                                                                              cfg[k] != DEFAULTS[k]))]
     if asked and not cfg['eval_only']:
-        raise ValueError(f"{path}'s model has " + ', '.join(f"{k}={ckpt['model_args'][k]!r}" for k in asked) +
+        given = [f"--{k}" for k in asked if k in explicit]
+        raise ValueError(f"{path}'s model has " + ', '.join(f"{k}={args[k]!r}" for k in asked) +
                          "; this command gives " + ', '.join(f"{k}={cfg[k]!r}" for k in asked) + ". A resume "
-                         "continues the checkpoint's model, whose keys cannot change: drop " +
-                         ' '.join(f"--{k}" for k in asked) + ", or start a new run in another --out_dir")
-    for k in MODEL_KEYS:
-        if cfg[k] != DEFAULTS[k] and cfg[k] != ckpt['model_args'][k] and master:
-            print(f"warning: {k}={cfg[k]!r} ignored: the checkpoint's model has {k}={ckpt['model_args'][k]!r}")
-        cfg[k] = ckpt['model_args'][k]
+                         "continues the checkpoint's model, whose keys cannot change: " +
+                         (f"drop {' '.join(given)}, " if given else '') + "resume with the run's own config file (or "
+                         "none), or start a new run in another --out_dir")
+    for k in asked:
+        if master:
+            print(f"warning: {k}={cfg[k]!r} ignored: the checkpoint's model has {k}={args[k]!r}")
+    cfg.update({k: args[k] for k in MODEL_KEYS})
     saved = ckpt.get('config', {})
     # bos cannot change, not even on purpose nor for a look (eval_only): its token is an id of the model's vocabulary
     if 'bos' in saved and saved['bos'] != cfg['bos']:
@@ -71,6 +83,24 @@ def load_resumed(cfg, path, explicit, master):
         raise ValueError(f"{path} is at iteration {ckpt['iter_num']}, past max_iters={cfg['max_iters']}: "
                          f"set --max_iters to {ckpt['iter_num']} or more to continue it")
     return model, ckpt
+
+
+def restore_optimizer(optimizer, scaler, ckpt, cuda_graph, device):
+    """The optimizer's and GradScaler's state from ckpt.pt, with this run's learning rate and flags: cuda_graph=True
+    wants AdamW's learning rate and step counts as device tensors (capturable), whatever the checkpoint's were."""
+    optimizer.load_state_dict(ckpt['optimizer'])
+    for group in optimizer.param_groups:  # the saved groups' lr and flags are another run's: this run's wins
+        lr = float(group['lr'])
+        group['lr'] = torch.tensor(lr, device=device) if cuda_graph else lr
+        if 'capturable' in group:
+            group['capturable'] = cuda_graph
+        if cuda_graph:  # a checkpoint of a foreach AdamW kept its step counts on the CPU
+            group['fused'] = True
+            for p in group['params']:
+                if 'step' in optimizer.state.get(p, {}):
+                    optimizer.state[p]['step'] = optimizer.state[p]['step'].to(p.device, torch.float32)
+    if 'scaler' in ckpt and scaler.is_enabled():
+        scaler.load_state_dict(ckpt['scaler'])
 
 
 def mend_best(cfg, state):
@@ -94,7 +124,7 @@ def save_checkpoint(cfg, state, log, name='ckpt.pt'):
     raw = state.raw_model
     ckpt = dict(format=CHECKPOINT_FORMAT, model=raw.state_dict(), model_args=asdict(raw.config),
                 iter_num=state.iter_num, best_val_loss=state.best_val_loss, last_eval=state.last_eval, config=cfg,
-                tokenizer=state.tokenizer)
+                tokenizer=state.tokenizer, code=state.code)
     if name == 'ckpt.pt':
         ckpt['optimizer'] = state.optimizer.state_dict()
         if state.scaler.is_enabled():

@@ -84,15 +84,22 @@ def sequential_start(cfg, it, g, n):
     return None if cfg['window_order'] == 'random' else (it * n + g) * cfg['batch_size']
 
 
-def load_split(dataset, split, meta, bos=None):
+RESIDENT_MAX_TOKENS = 2 ** 27  # a token stream up to this long (512 MB as int32) is held on the GPU
+
+
+def load_split(dataset, split, meta, bos=None, device='cpu', resident=None):
     """A split as a token stream, or, for datasets of fixed-length records (meta['record_len'], e.g. data/needle),
     records of record_len = block_size + 1 tokens with a mask of the positions whose token is a target. bos: a
-    token id that get_batch puts at position 0 of every window (train.py's bos=True), or None."""
+    token id that get_batch puts at position 0 of every window (train.py's bos=True), or None. resident: a copy of
+    the stream on `device`, where get_batch then gathers its windows (no host gather, pinning or copy per batch);
+    None: for a stream of up to RESIDENT_MAX_TOKENS on a GPU (tiny Shakespeare is 1M tokens)."""
     d = data_dir(dataset)
     split_data = dict(tokens=np.memmap(os.path.join(d, f'{split}.bin'), dtype=np.uint16, mode='r'),
-                      record_len=meta.get('record_len'), mask=None, bos=bos)
+                      record_len=meta.get('record_len'), mask=None, bos=bos, resident=None)
     if split_data['record_len']:
         split_data['mask'] = np.memmap(os.path.join(d, f'{split}_mask.bin'), dtype=np.uint8, mode='r')
+    elif resident or (resident is None and device != 'cpu' and len(split_data['tokens']) <= RESIDENT_MAX_TOKENS):
+        split_data['resident'] = torch.from_numpy(np.asarray(split_data['tokens'], dtype=np.int32)).to(device)
     return split_data
 
 
@@ -113,6 +120,13 @@ def get_batch(data, rng, batch_size, block_size, device, start=None):
         bos = data.get('bos')
         n = len(tokens) - block_size + (bos is not None)  # windows of block_size + 1 tokens; with bos, block_size
         ix = rng.integers(0, n, size=batch_size) if start is None else (start + np.arange(batch_size)) % n
+        if data.get('resident') is not None:  # the same windows, gathered where the stream is held
+            res = data['resident']
+            w = res[torch.from_numpy(ix).to(res.device)[:, None] +
+                    torch.arange(block_size + (bos is None), device=res.device)].long()
+            if bos is None:
+                return w[:, :-1], w[:, 1:]
+            return torch.cat((torch.full((batch_size, 1), bos, dtype=torch.int64, device=res.device), w[:, :-1]), 1), w
         if bos is not None:
             y = torch.from_numpy(np.stack([tokens[i:i + block_size] for i in ix]).astype(np.int64))
             x = torch.cat((torch.full((batch_size, 1), bos, dtype=torch.int64), y[:, :-1]), dim=1)

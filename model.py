@@ -661,9 +661,19 @@ def load_checkpoint(path, device='cpu'):
     if not isinstance(ckpt, dict) or ckpt.get('format') != CHECKPOINT_FORMAT:
         raise ValueError(f"{path} is not a checkpoint written by this repository's train.py "
                          f"(no format={CHECKPOINT_FORMAT!r} entry)")
-    known = {f.name for f in fields(GPTConfig)}
-    model = GPT(GPTConfig(**{k: v for k, v in ckpt['model_args'].items() if k in known}))
-    model.load_state_dict(ckpt['model'])
+    # a field this model.py lacks (a checkpoint of newer code) is named; one the checkpoint lacks (older code) takes
+    # its default, which is the model that code built
+    unknown = sorted(set(ckpt['model_args']) - {f.name for f in fields(GPTConfig)})
+    if unknown:
+        raise ValueError(f"{path}'s model has {', '.join(unknown)}, which this model.py's GPTConfig lacks (a checkpoint "
+                         f"of newer code): load it with the code that wrote it")
+    model = GPT(GPTConfig(**ckpt['model_args']))
+    missing, unexpected = model.load_state_dict(ckpt['model'], strict=False)
+    if missing or unexpected:
+        raise ValueError(f"{path}'s weights do not fit this model.py's GPT of the same config: "
+                         + '; '.join(f"{what} {', '.join(names[:4])}{' ...' if len(names) > 4 else ''}"
+                                     for what, names in (('unknown', unexpected), ('missing', missing)) if names)
+                         + " (a checkpoint of other code: load it with the code that wrote it)")
     return model.to(device), ckpt
 
 

@@ -27,13 +27,20 @@ def mean_over_ranks(loss_sum, ddp, world):
     return total.item() / world
 
 
+class StopNow(Exception):
+    """A stop before this process trained a step: nothing new to save, so the run ends at once (exit status 130)."""
+
+
 class StopSignal:
-    """The first Ctrl-C or SIGTERM asks the run to stop at the end of the current step (or evaluation batch) and save
-    a checkpoint; a second Ctrl-C stops at once. Installed first thing in main(), so a signal during setup is not
-    lost; a context manager, so the previous handlers come back when the run returns."""
+    """Ctrl-C or SIGTERM. Before the run's first step (start-up: data, model, causality check, compilation, the first
+    evaluation) there is nothing new to save, so a signal stops the run at once, wherever it is (StopNow). From the
+    first step on, the first one asks the run to stop at the end of the current step (or evaluation batch) and save a
+    checkpoint; a second Ctrl-C stops at once. Installed first thing in main(), so no signal is lost; a context
+    manager, so the previous handlers come back when the run returns."""
 
     def __enter__(self):
         self.requested = False
+        self.trained = False  # set by the loop after this process's first step
         self.previous = {sig: signal.signal(sig, self.handle) for sig in (signal.SIGINT, signal.SIGTERM)}
         return self
 
@@ -42,11 +49,14 @@ class StopSignal:
             signal.signal(sig, handler)
 
     def handle(self, signum, frame):
+        name = signal.Signals(signum).name
+        if not self.trained:
+            raise StopNow(f"{name} received before the first step: stopped, nothing to save")
         if self.requested and signum == signal.SIGINT:
             raise KeyboardInterrupt
         self.requested = True
         # os.write, not print: the handler may interrupt a print, and a buffered stream cannot be re-entered
-        os.write(sys.stdout.fileno(), f"\n{signal.Signals(signum).name} received: saving a checkpoint after this step "
+        os.write(sys.stdout.fileno(), f"\n{name} received: saving a checkpoint after this step "
                  f"(Ctrl-C again to stop without saving)\n".encode())
 
 

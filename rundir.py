@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import socket
+import subprocess
 import sys
 import time
 
@@ -130,10 +131,14 @@ class RunLog:
     extends, is renamed summary_at_<iter>.json once ckpt.pt moves past it (retire_summary). On other ranks it
     writes nothing, and with eval_only it leaves the run's files and wandb alone."""
 
+    PROGRESS_EVERY = 30.0  # seconds between progress lines where there is no bar
+
     def __init__(self, cfg, iter_num, wandb_id, active):
         self.file = self.wandb = self.bar = self.old_summary = None
         self.active = active
         self.print = print
+        self.pace = {}  # what -> (time, count) of its first progress call: its ETA's pace
+        self.last_progress = time.monotonic()
         if not active:
             return
         if cfg['wandb_log'] and not cfg['eval_only']:  # a look at a checkpoint leaves its run's wandb as it was
@@ -196,6 +201,20 @@ class RunLog:
         if self.bar is not None:
             self.bar.update(1)
 
+    def progress(self, what, done, total):
+        """Where the run is, a line every PROGRESS_EVERY seconds when there is no bar (output to a file: a sweep's
+        train.log, a batch job's log), so that a long evaluation or a slow step never leaves minutes of silence:
+        'progress: iteration 120/5000, ETA 1h 37m', the ETA at this phase's pace so far."""
+        if not self.active or self.bar is not None:
+            return
+        now = time.monotonic()
+        t0, n0 = self.pace.setdefault(what, (now, done))
+        if now - self.last_progress < self.PROGRESS_EVERY:
+            return
+        self.last_progress = now
+        eta = (now - t0) / (done - n0) * (total - done) if done > n0 else None
+        self.say(f"progress: {what} {done}/{total}" + (f", ETA {duration(eta)}" if eta is not None else ''))
+
     def close(self, summary):
         if self.bar is not None:
             self.bar.close()
@@ -211,12 +230,18 @@ class Throughput:
     window (warm-up, compilation) and the time spent evaluating, checkpointing and logging. A monotonic clock: a
     wall-clock jump cannot make an interval zero or negative."""
 
-    def __init__(self, cfg, env, model):
+    def __init__(self, cfg, env, model, before=None):
+        """before: ckpt.pt's 'timing' on resume. MFU's peak is stated once for the run and kept across its resumes on
+        the same kind of device: a GPU's datasheet figure, or on a CPU a matmul timed at the run's first start (timed
+        anew at each resume, a CPU's peak moved one run's MFU from 23% to 50%)."""
+        before = before or {}
         self.tokens_per_iter = cfg['gradient_accumulation_steps'] * cfg['batch_size'] * cfg['block_size']
-        # MFU: this device's share of the step's FLOPs, against one device's peak (measured on CPU: rank 0 only)
+        # MFU: this device's share of the step's FLOPs, against one device's peak (rank 0 only)
         self.flops_per_iter = model.flops_per_token(cfg['block_size']) * self.tokens_per_iter / env.world
-        self.peak = peak_flops(env.device, env.dtype) if env.master else None
-        self.start()
+        self.peak_for, self.peak = [env.device_type, env.dtype], None
+        if env.master:
+            self.peak = before.get('peak_flops') if before.get('peak_for') == self.peak_for else None
+            self.peak = self.peak or peak_flops(env.device, env.dtype)
 
     def start(self, before=None):
         """before: ckpt.pt's 'timing', the totals of the processes that trained this run earlier, so that a
@@ -230,7 +255,8 @@ class Throughput:
     def totals(self):
         """What ckpt.pt keeps for a resume, and summary.json reports."""
         return dict(train_time=self.train_time, train_tokens=self.train_tokens,
-                    wall_time=self.wall_before + time.perf_counter() - self.started)
+                    wall_time=self.wall_before + time.perf_counter() - self.started, peak_flops=self.peak,
+                    peak_for=self.peak_for)
 
     def step(self):
         self.window_iters += 1
@@ -253,6 +279,26 @@ class Throughput:
 
     def tokens_per_sec(self):
         return self.train_tokens / self.train_time if self.train_time > 0 else None
+
+
+def duration(seconds):
+    """4321 -> '1h 12m', 75 -> '1m 15s', 9 -> '9s'."""
+    s = int(round(seconds))
+    return f"{s // 3600}h {s % 3600 // 60}m" if s >= 3600 else f"{s // 60}m {s % 60}s" if s >= 60 else f"{s}s"
+
+
+def code_version():
+    """The commit of the code this run uses and whether its tree has changes git would see (a model.py edited between
+    two runs of a sweep, say): {'commit': sha or None, 'dirty': bool or None}, None outside a git checkout."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        sha = subprocess.run(['git', 'rev-parse', 'HEAD'], cwd=here, capture_output=True, text=True, timeout=30)
+        status = subprocess.run(['git', 'status', '--porcelain'], cwd=here, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return dict(commit=None, dirty=None)
+    if sha.returncode != 0:
+        return dict(commit=None, dirty=None)
+    return dict(commit=sha.stdout.strip(), dirty=bool(status.stdout.strip()))
 
 
 class AlreadyFinished(Exception):

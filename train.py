@@ -21,15 +21,15 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 
-from checkpoint import load_resumed, mend_best, save_checkpoint
+from checkpoint import load_resumed, mend_best, restore_optimizer, save_checkpoint
 from config import MODEL_KEYS, explicit_keys, parse_config
 from cuda_graph import CudaGraphs
 from dataset import batch_rng, get_batch, load_meta, load_split, seed_torch, sequential_start
 from hardware import peak_memory_mb
 from model import GPT, GPTConfig, check_causal
 from output import write_json
-from processes import StopSignal, StopVote, master_first, mean_over_ranks, setup_processes
-from rundir import AlreadyFinished, RunBusy, RunError, RunLog, Throughput, open_run, run_path
+from processes import StopNow, StopSignal, StopVote, master_first, mean_over_ranks, setup_processes
+from rundir import AlreadyFinished, RunBusy, RunError, RunLog, Throughput, code_version, open_run, run_path
 
 
 def config_warnings(cfg):
@@ -76,10 +76,11 @@ def lambda_metrics(rows):
 # -----------------------------------------------------------------------------------------------------------
 # the steps of main(), in order
 
-def setup_data(cfg):
-    """Every rank opens the train and val splits; vocab_size, unless set, comes from the dataset's meta.json.
-    Returns the splits and the tokenizer's description, which checkpoints carry so that sample.py can decode
-    without the dataset."""
+def setup_data(cfg, device='cpu'):
+    """Every rank opens the train and val splits (a small token stream held on the GPU, dataset.load_split);
+    vocab_size, unless set, comes from the dataset's meta.json.
+    Returns the splits, the tokenizer's description (checkpoints carry it, so that sample.py can decode without the
+    dataset) and the number of token ids the batches hold."""
     T = cfg['block_size']
     meta = load_meta(cfg['dataset'])
     if not isinstance(meta.get('vocab_size'), int):
@@ -87,8 +88,13 @@ def setup_data(cfg):
                          f"e.g. 50304 for GPT-2 tokens (50257 padded to a multiple of 64)")
     n_vocab = meta['vocab_size']
     bos = n_vocab if cfg['bos'] else None    # the first id past the dataset's
+    n_tokens = n_vocab + cfg['bos']          # the ids the batches hold: the embedding needs a row for each
     if cfg['vocab_size'] is None:
-        cfg['vocab_size'] = n_vocab + cfg['bos']
+        cfg['vocab_size'] = n_tokens
+    elif cfg['vocab_size'] < n_tokens and not cfg['bos']:
+        raise ValueError(f"vocab_size={cfg['vocab_size']} is below dataset '{cfg['dataset']}''s {n_tokens} token ids "
+                         f"(its meta.json): the embedding would have no row for ids {cfg['vocab_size']}..{n_tokens - 1}. "
+                         f"Leave vocab_size unset (None takes the dataset's), or give at least {n_tokens}")
     if cfg['bos'] and (meta.get('record_len') or cfg['vocab_size'] <= bos):
         raise ValueError(f"bos=True needs a token stream (dataset '{cfg['dataset']}' is fixed-length records)"
                          if meta.get('record_len') else f"bos=True puts token {bos} at position 0: vocab_size="
@@ -96,7 +102,7 @@ def setup_data(cfg):
     if cfg['window_order'] == 'sequential' and meta.get('record_len'):
         raise ValueError(f"window_order='sequential' walks the windows of a token stream; dataset "
                          f"'{cfg['dataset']}' is fixed-length records: use window_order='random'")
-    splits = load_split(cfg['dataset'], 'train', meta, bos), load_split(cfg['dataset'], 'val', meta, bos)
+    splits = tuple(load_split(cfg['dataset'], split, meta, bos, device) for split in ('train', 'val'))
     if meta.get('record_len') and meta['record_len'] != T + 1:
         raise ValueError(f"dataset '{cfg['dataset']}' has records of {meta['record_len']} tokens: "
                          f"set block_size={meta['record_len'] - 1}, or make the data again for block_size={T} "
@@ -110,7 +116,7 @@ def setup_data(cfg):
                  if k in meta} or dict(tokenizer='gpt2')
     if bos is not None:
         tokenizer['bos'] = bos  # sample.py starts every prompt with it
-    return splits, tokenizer
+    return splits, tokenizer, n_tokens
 
 
 @dataclass
@@ -132,15 +138,16 @@ class TrainState:
     graphs: typing.Optional['CudaGraphs'] = None  # cuda_graph=True: the captured step and eval forward
     timing: dict = field(default_factory=dict)     # ckpt.pt's totals of the earlier processes (Throughput.start)
     clock: typing.Optional['Throughput'] = None    # this process's, whose totals() each ckpt.pt keeps
+    code: dict = field(default_factory=code_version)  # the commit this process runs, and whether the tree was dirty
 
 
-def setup_model(cfg, env, tokenizer, explicit=()):
+def setup_model(cfg, env, tokenizer, n_tokens, explicit=()):
     """The model, its optimizer and GradScaler: from scratch, or from ckpt.pt with its iteration, best val loss,
     last eval and wandb run."""
     torch.manual_seed(cfg['seed'])
     ckpt = {}
     if cfg['init_from'] == 'resume':
-        raw_model, ckpt = load_resumed(cfg, run_path(cfg), explicit, env.master)
+        raw_model, ckpt = load_resumed(cfg, run_path(cfg), explicit, env.master, n_tokens)
     else:
         raw_model = GPT(GPTConfig(**{k: cfg[k] for k in MODEL_KEYS}))
     raw_model.to(env.device)
@@ -149,19 +156,7 @@ def setup_model(cfg, env, tokenizer, explicit=()):
                                                (cfg['beta1'], cfg['beta2']), cfg['optimizer'],
                                                cfg['orthoadam_max_dim'], cfg['seed'], capturable=cfg['cuda_graph'])
     if ckpt:
-        optimizer.load_state_dict(ckpt['optimizer'])
-        for group in optimizer.param_groups:  # the saved groups' lr and flags are another run's: this run's wins
-            lr = float(group['lr'])
-            group['lr'] = torch.tensor(lr, device=env.device) if cfg['cuda_graph'] else lr
-            if 'capturable' in group:
-                group['capturable'] = cfg['cuda_graph']
-            if cfg['cuda_graph']:  # a checkpoint of a foreach AdamW kept its step counts on the CPU
-                group['fused'] = True
-                for p in group['params']:
-                    if 'step' in optimizer.state.get(p, {}):
-                        optimizer.state[p]['step'] = optimizer.state[p]['step'].to(p.device, torch.float32)
-        if 'scaler' in ckpt and scaler.is_enabled():
-            scaler.load_state_dict(ckpt['scaler'])
+        restore_optimizer(optimizer, scaler, ckpt, cfg['cuda_graph'], env.device)
     model = torch.compile(raw_model, mode=cfg['compile_mode']) if env.compile else raw_model
     if env.ddp:
         from torch.nn.parallel import DistributedDataParallel as DDP
@@ -214,8 +209,10 @@ def train(cfg, env, state, log, clock, data, stop):
                 check_finite(cfg, env, state, weights=True)
                 master_first(env, lambda: save_checkpoint(cfg, state, log))
         loss_sum = train_step(cfg, env, state, data[0])
+        stop.signal.trained = True  # a stop from here on saves a checkpoint first
         clock.step()
         log.step()
+        log.progress('iteration', state.iter_num, cfg['max_iters'])
         if state.iter_num % cfg['log_interval'] == 0:
             log_step(cfg, env, state, log, clock, loss_sum, lr)
         if stop.poll():
@@ -264,7 +261,7 @@ def eval_due(cfg, state):
 
 
 @torch.no_grad()
-def estimate_loss(cfg, env, model, data, stop, graphs=None):
+def estimate_loss(cfg, env, model, data, stop, graphs=None, progress=lambda done, total: None):
     """Mean loss over eval_iters batches per split; the same batches at every eval (less noise between evals). Under
     DDP rank r evaluates batches r, r + world, ... and one all-reduce gathers them, so the mean is the same as one
     process's. None when a stop was asked for during it (polled once per round of `world` batches, so that every
@@ -283,6 +280,7 @@ def estimate_loss(cfg, env, model, data, stop, graphs=None):
                         with env.autocast:
                             _, loss = model(X, Y)
                         losses[split_id, k] = loss.float()
+                progress(split_id * cfg['eval_iters'] + k + 1, 2 * cfg['eval_iters'])
                 if stop.poll():
                     return None
         if env.ddp:
@@ -298,7 +296,9 @@ def evaluate(cfg, env, state, log, lr, data, stop):
     logs them and writes best.pt when val loss improved and ckpt.pt per always_save_checkpoint. ckpt.pt first: a
     crash between the two leaves a resumable run, and the resume mends best.pt (mend_best). False when stopped
     during the evaluation (which the resumed run redoes)."""
-    losses = estimate_loss(cfg, env, state.eval_model, data, stop, state.graphs)
+    losses = estimate_loss(cfg, env, state.eval_model, data, stop, state.graphs,
+                           lambda done, total: log.progress(f'evaluation at iteration {state.iter_num}, batch', done,
+                                                            total))
     if losses is None:
         return False
     metrics = lambda_metrics(state.raw_model.lambda_table())
@@ -442,8 +442,8 @@ def write_summary(cfg, env, state, log, clock, finished):
         final_train_loss=last.get('train_loss'), final_val_loss=last.get('val_loss'),
         final_eval_iter=last.get('iter'), best_val_loss=best if best < float('inf') else None,
         lambda_table=table, tokens_per_sec=clock.tokens_per_sec(), wall_time_s=clock.totals()['wall_time'],
-        peak_memory_mb=peak_memory_mb(env.device), device=env.device, dtype=env.dtype, world_size=env.world,
-        compile=env.compile, torch_version=torch.__version__)
+        mfu_peak_flops=clock.peak, peak_memory_mb=peak_memory_mb(env.device), device=env.device, dtype=env.dtype,
+        world_size=env.world, compile=env.compile, torch_version=torch.__version__, code=state.code)
     if finished:
         write_json(run_path(cfg, 'summary.json'), summary)
     log.close(summary)
@@ -455,6 +455,12 @@ def write_summary(cfg, env, state, log, clock, finished):
 
 def main(argv):
     cfg = parse_config(argv)
+    if cfg['init_from'] == 'scratch' and not [a for a in argv if not a.startswith('--')] and \
+            not {'n_layer', 'n_embd', 'block_size'} & explicit_keys(argv):
+        raise ValueError("no config file: without one, train.py's defaults are GPT-2 small's shape (12 layers, n_embd "
+                         "768, block 1024: 85M parameters), hours a step on a CPU. Give a config, e.g. python train.py "
+                         "configs/diff_sym_6L.py (configs/ holds each variant and depth), or the shape on the command "
+                         "line (--n_layer=... --n_embd=... --block_size=...)")
     with StopSignal() as stop_signal:  # first: a stop during setup is acted on, not lost
         env = setup_processes(cfg)
         run_dir = None
@@ -468,14 +474,15 @@ def main(argv):
             if env.master:
                 for w in config_warnings(cfg):
                     print(f"warning: {w}")
-            data, tokenizer = setup_data(cfg)
-            state = setup_model(cfg, env, tokenizer, explicit_keys(argv))
+            data, tokenizer, n_tokens = setup_data(cfg, env.device)
+            state = setup_model(cfg, env, tokenizer, n_tokens, explicit_keys(argv))
             if cfg['init_from'] == 'resume' and not cfg['eval_only']:
                 master_first(env, lambda: mend_best(cfg, state))
-            clock = Throughput(cfg, env, state.raw_model)
+            clock = Throughput(cfg, env, state.raw_model, state.timing)
             if env.master:
                 print(f"device {env.device} ({env.world} process{'es' if env.world > 1 else ''}), dtype {env.dtype}, "
-                      f"compile {env.compile}, {clock.tokens_per_iter:,} tokens per iteration")
+                      f"compile {env.compile}, {clock.tokens_per_iter:,} tokens per iteration"
+                      + (f", MFU against {clock.peak / 1e12:.3g} TFLOP/s" if clock.peak else ''))
             check_causality(cfg, env, state)
             log = master_first(env, lambda: RunLog(cfg, state.iter_num, state.wandb_id, active=True))
             log = log or RunLog(cfg, state.iter_num, state.wandb_id, active=False)
@@ -512,6 +519,9 @@ def cli(argv):
         if rank == 0 or not (getattr(e, 'from_rank0', False) or isinstance(e, (ValueError, FloatingPointError))):
             print(f"error{f' (rank {rank})' if rank else ''}: {e}", file=sys.stderr)
         return 1
+    except StopNow as e:  # a stop before the first step
+        print(e, file=sys.stderr)
+        return 130
     except KeyboardInterrupt:  # a second Ctrl-C: stop without saving
         print("stopped without saving", file=sys.stderr)
         return 130

@@ -942,3 +942,20 @@ def test_generate_keeps_bos_at_position_0_when_it_crops():
     assert all(s[0, 0].item() == 11 and s.size(1) <= 8 for s in seen) and seen[-1].size(1) == 8
     assert torch.equal(seen[-1][0, 1:], y[0, -8:-1])  # the latest 7 tokens after bos
     assert (y[0, 1:] != 11).all()  # never sampled
+
+
+@pytest.mark.parametrize('bos', [None, 65])
+def test_batches_gathered_on_the_device_equal_the_host_gather(bos):
+    """A split held resident (on the GPU in training; forced here on the CPU) gives the same batches as the host's
+    gather from the memmap: the same pure function of (seed, iteration), random and sequential windows, with and
+    without a bos token."""
+    meta = dataset.load_meta('shakespeare_char')
+    host = dataset.load_split('shakespeare_char', 'train', meta, bos)
+    held = dataset.load_split('shakespeare_char', 'train', meta, bos, resident=True)
+    assert host['resident'] is None and held['resident'] is not None
+    for start in (None, 0, len(host['tokens']) - 40):
+        a = dataset.get_batch(host, dataset.batch_rng(3, 0, 7, 1), 5, 32, 'cpu', start)
+        b = dataset.get_batch(held, dataset.batch_rng(3, 0, 7, 1), 5, 32, 'cpu', start)
+        for u, v in zip(a, b):
+            assert u.dtype == v.dtype == torch.int64 and torch.equal(u, v)
+    assert not torch.equal(a[0], dataset.get_batch(host, dataset.batch_rng(4, 0, 7, 1), 5, 32, 'cpu')[0])

@@ -217,3 +217,26 @@ def test_gpt2_config_trains_two_steps_on_web_tokens(tmp_path, web_tokens, varian
     assert s['finished'] and s['iter'] == 2 and np.isfinite(s['final_val_loss'])
     assert c['vocab_size'] == 320 and c['learning_rate'] == 6e-4 and c['beta2'] == 0.95  # meta.json; base_gpt2.py
     assert s['final_val_loss'] < np.log(320) + 0.5  # about uniform over the vocabulary after 2 steps
+
+
+def test_the_124M_diff_configs_are_laid_out_as_the_paper():
+    """configs/diff_124M.py and diff_sym_124M.py halve the number of heads, not the head size: each differential
+    head's query/key sub-heads are the baseline's head size (64), its value twice that, and the parameters match the
+    baseline's (Diff: + the lambdas and subln weights; Diff+Sym: Sym's, + the same)."""
+    import config
+    from model import GPT, GPTConfig
+
+    def model(variant):
+        cfg = config.parse_config([os.path.join(ROOT, 'configs', f'{variant}_124M.py'), '--vocab_size=50304'])
+        return GPTConfig(**{k: cfg[k] for k in config.MODEL_KEYS})
+
+    base, diff, diff_sym, sym = (model(v) for v in ('nanogpt', 'diff', 'diff_sym', 'sym'))
+    for d in (diff, diff_sym):
+        assert d.attn == 'diff' and d.head_dim == base.head_dim == base.n_embd // base.n_head == 64
+        assert d.n_head == base.n_head // 2
+    import torch
+    with torch.device('meta'):  # shapes only: no 124M weights drawn
+        count = {name: GPT(c).get_num_params() for name, c in (('base', base), ('diff', diff), ('diff_sym', diff_sym),
+                                                               ('sym', sym))}
+    extra = base.n_layer * (4 * 64 + 2 * 64)  # lambda_q1, k1, q2, k2 (64 each) and subln (128) a layer
+    assert count['diff'] - count['base'] == extra and count['diff_sym'] - count['sym'] == extra

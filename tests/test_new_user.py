@@ -1,0 +1,148 @@
+"""What a new user meets: a model field added to GPTConfig, a config left out, a stop during start-up, a vocabulary that
+does not fit the data, a resume with another variant's config, a run's record of its code, a stable MFU, and progress
+in a log file."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+import dataset  # noqa: E402
+import rundir  # noqa: E402
+import train  # noqa: E402
+from model import load_checkpoint  # noqa: E402
+from test_train import TINY, read_log, run_train  # noqa: E402
+
+
+@pytest.fixture(scope='module', autouse=True)
+def shakespeare_char():
+    dataset.ensure_data('shakespeare_char')
+
+
+@pytest.fixture(scope='module')
+def run(tmp_path_factory):
+    """A finished 4-step run to resume and sample from (its checkpoint is copied, never changed)."""
+    out = tmp_path_factory.mktemp('run') / 'o'
+    run_train(out, '--max_iters=4', '--eval_interval=4', '--lr_decay_iters=8')
+    return out
+
+
+def copy_run(run, to, edit=None):
+    """A copy of the run's folder, its ckpt.pt passed through edit(ckpt) first."""
+    to.mkdir()
+    ckpt = torch.load(run / 'ckpt.pt', map_location='cpu', weights_only=True)
+    if edit:
+        edit(ckpt)
+    torch.save(ckpt, to / 'ckpt.pt')
+    (to / 'log.jsonl').write_bytes((run / 'log.jsonl').read_bytes())
+    return to
+
+
+def sample(out):
+    return subprocess.run([sys.executable, 'sample.py', f'--out_dir={out}', '--num_samples=1', '--max_new_tokens=5',
+                           '--device=cpu'], cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+def test_a_checkpoint_of_older_code_takes_a_new_fields_default(run, tmp_path):
+    """A GPTConfig field the checkpoint lacks (here rope_theta, as if it were added after the run) takes its default:
+    the resume trains on and sample.py samples."""
+    old = copy_run(run, tmp_path / 'old', lambda c: c['model_args'].pop('rope_theta'))
+    p = run_train(old, '--max_iters=6', '--eval_interval=4', '--lr_decay_iters=8', '--init_from=resume')
+    assert load_checkpoint(str(old / 'ckpt.pt'))[1]['iter_num'] == 6, p.stderr
+    assert sample(old).returncode == 0
+
+
+@pytest.mark.parametrize('what', ['field', 'weight'])
+def test_a_checkpoint_of_newer_code_is_one_line_naming_what_this_code_lacks(run, tmp_path, what):
+    def edit(c):
+        if what == 'field':
+            c['model_args']['qk_norm'] = True
+        else:
+            c['model'] = dict(c['model'], **{'transformer.h.0.attn.q_norm.weight': torch.ones(8)})
+    new = copy_run(run, tmp_path / 'new', edit)
+    name = 'qk_norm' if what == 'field' else 'transformer.h.0.attn.q_norm.weight'
+    for p in (run_train(new, '--max_iters=6', '--init_from=resume', check=False), sample(new)):
+        assert p.returncode == 1 and name in p.stderr and 'Traceback' not in p.stderr, p.stderr
+        assert len(p.stderr.strip().splitlines()) == 1 or p.stderr.count('error') == 1, p.stderr
+
+
+def test_no_config_is_refused_naming_the_configs(tmp_path):
+    """Without a config file and without a model shape, the defaults are GPT-2 small's 85M parameters, hours a step
+    on a CPU: refused before anything is made, naming a config to use."""
+    p = subprocess.run([sys.executable, 'train.py', f'--out_dir={tmp_path / "o"}'], cwd=ROOT, capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 1 and 'configs/diff_sym_6L.py' in p.stderr and 'Traceback' not in p.stderr, p.stderr
+    assert not (tmp_path / 'o').exists()
+
+
+def test_a_stop_during_start_up_lands_within_seconds(tmp_path):
+    """Ctrl-C while the run is still starting (here in its causality check, a few seconds of forwards of a larger
+    model) stops it at once: nothing is trained yet, so there is nothing to save."""
+    out = tmp_path / 'o'
+    p = subprocess.Popen([sys.executable, 'train.py', *TINY, '--n_layer=6', '--n_embd=256', '--block_size=256',
+                          '--batch_size=32', f'--out_dir={out}'], cwd=ROOT, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONUNBUFFERED='1'))
+    while 'tokens per iteration' not in p.stdout.readline():  # set up: the causality check comes next
+        assert p.poll() is None, p.stderr.read()
+    time.sleep(0.5)
+    t0 = time.time()
+    p.send_signal(signal.SIGINT)
+    err = p.communicate(timeout=60)[1]
+    assert time.time() - t0 < 5 and p.returncode == 130, err
+    assert 'before the first step' in err and not (out / 'ckpt.pt').exists() and not (out / 'log.jsonl').exists()
+
+
+def test_vocab_size_is_checked_against_the_data_and_the_checkpoint(run, tmp_path):
+    p = run_train(tmp_path / 'v', '--vocab_size=10', '--max_iters=2', check=False)
+    assert p.returncode == 1 and "vocab_size=10 is below dataset 'shakespeare_char''s 65 token ids" in p.stderr
+    assert 'IndexError' not in p.stderr and not (tmp_path / 'v').exists()
+    # a Shakespeare run resumed on Bigram-Backcopy's data (66 ids), as a refused resume's advice (--dataset=...) does
+    bb = copy_run(run, tmp_path / 'bb')
+    p = run_train(bb, '--dataset=bigram_backcopy', '--block_size=128', '--max_iters=6', '--init_from=resume',
+                  check=False)
+    assert p.returncode == 1 and 'vocab_size=65' in p.stderr and "'bigram_backcopy' holds 66 token ids" in p.stderr
+    assert 'IndexError' not in p.stderr, p.stderr
+
+
+def test_a_resume_refuses_another_variants_config_file(run, tmp_path):
+    """The same rule wherever a model key comes from: configs/diff_3L.py on a nanogpt run is refused, as
+    --attn=diff on the command line is."""
+    out = copy_run(run, tmp_path / 'o')
+    p = subprocess.run([sys.executable, 'train.py', 'configs/diff_3L.py', *TINY, f'--out_dir={out}', '--max_iters=6',
+                        '--init_from=resume'], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 1 and "attn='softmax'" in p.stderr and "gives bias=False, attn='diff'" in p.stderr, p.stderr
+    assert load_checkpoint(str(out / 'ckpt.pt'))[1]['iter_num'] == 4
+
+
+def test_a_run_records_its_code_and_a_stable_mfu_peak(run, tmp_path):
+    """summary.json and ckpt.pt hold the commit and whether the tree was dirty; MFU's peak is stated once for a run
+    and kept across its resume (a CPU's peak timed anew at each resume moved one run's MFU from 23% to 50%)."""
+    s = json.load(open(run / 'summary.json'))
+    ckpt = load_checkpoint(str(run / 'ckpt.pt'))[1]
+    head = subprocess.run(['git', 'rev-parse', 'HEAD'], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    assert s['code'] == ckpt['code'] and s['code']['commit'] == head and isinstance(s['code']['dirty'], bool)
+    peak = s['mfu_peak_flops']
+    assert peak > 0 and ckpt['timing']['peak_flops'] == peak
+    out = copy_run(run, tmp_path / 'o', lambda c: c['timing'].update(peak_flops=1e12))  # as if timed at 1 TFLOP/s
+    run_train(out, '--max_iters=6', '--eval_interval=4', '--lr_decay_iters=8', '--init_from=resume')
+    assert json.load(open(out / 'summary.json'))['mfu_peak_flops'] == 1e12
+    line = [r for r in read_log(out) if r['kind'] == 'train' and r['iter'] == 6][0]
+    model = load_checkpoint(str(out / 'ckpt.pt'))[0]
+    assert line['mfu'] == pytest.approx(model.flops_per_token(32) * line['tokens_per_sec'] / 1e12)  # against it
+
+
+def test_progress_lines_when_the_output_is_not_a_terminal(tmp_path, monkeypatch, capsys):
+    """Where no bar shows it (a sweep's train.log), a line says how far the run is, with an ETA, every
+    PROGRESS_EVERY seconds: in training and inside an evaluation."""
+    monkeypatch.setattr(rundir.RunLog, 'PROGRESS_EVERY', 0.0)
+    assert train.main([*TINY, f'--out_dir={tmp_path / "o"}', '--max_iters=3', '--eval_interval=3',
+                       '--eval_iters=3', '--log_interval=10']) == 0
+    out = capsys.readouterr().out
+    assert 'progress: iteration 3/3, ETA 0s' in out, out
+    assert 'progress: evaluation at iteration 3, batch 6/6' in out, out
