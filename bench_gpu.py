@@ -41,8 +41,8 @@ from output import write_json, write_text
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 # (step, seconds it needs at least, seconds it may take at most), most important first
-STEPS = [('env', 10, 60), ('floor', 10, 60), ('graph_tests', 60, 200), ('alone', 60, 240), ('gpt2', 60, 180),
-         ('cuda_tests', 60, 240), ('jobs', 90, 240)]
+STEPS = [('env', 10, 60), ('floor', 10, 60), ('graph_tests', 60, 220), ('alone', 60, 200), ('cuda_tests', 60, 200),
+         ('gpt2', 60, 180), ('jobs', 90, 240)]
 
 # --evidence NAME: GPU jobs that results/seed_table_explained.md and results/claims.md list as unmeasured, each
 # sized to finish inside one 10-minute call on one H100 (an estimate until measured: bench_gpu.md). Each is one
@@ -238,7 +238,7 @@ def ceilings(dev, small=False):
     n = 256 if small else 8192
     a, b = (torch.randn(n, n, device=dev, dtype=torch.bfloat16) for _ in range(2))
     tm = timed(lambda: a @ b, 10, dev)
-    return dict(bandwidth_gbs=round(2 * n_bytes / t / 1e9, 1), bf16_tflops=round(2 * n ** 3 / tm / 1e12, 1))
+    return dict(bandwidth_gbs=float(f'{2 * n_bytes / t / 1e9:.4g}'), bf16_tflops=float(f'{2 * n ** 3 / tm / 1e12:.4g}'))
 
 
 def count_step(cfg, dev, dtype):
@@ -308,15 +308,25 @@ def step_floor(ctx):
 
 
 def pytest_step(ctx, select):
-    cmd = [sys.executable, '-m', 'pytest', '-q', '-rfE', '-p', 'no:cacheprovider', 'tests/test_cuda.py', *select]
+    """tests/test_cuda.py's selected tests, each test's outcome saved as it ends (a step stopped at its limit keeps
+    what finished)."""
+    cmd = [sys.executable, '-m', 'pytest', '-v', '-p', 'no:cacheprovider', 'tests/test_cuda.py', *select]
     if ctx.dry:
         cmd.append('--collect-only')
-    p = subprocess.run(cmd, cwd=HERE, capture_output=True, text=True)
-    print(p.stdout[-6000:], p.stderr[-2000:], flush=True)
-    tail = [l for l in p.stdout.strip().splitlines() if l.strip()]
-    line = tail[-1] if tail else p.stderr.strip()[-200:]
-    failed = [l.split(' ', 1)[1].split(' - ')[0] for l in p.stdout.splitlines() if l.startswith(('FAILED', 'ERROR'))]
-    ctx.save(summary=line, failed=failed, status='ok' if p.returncode in (0, 5) and not failed else 'failed')
+    passed, failed, skipped, summary = [], [], [], ''
+    p = subprocess.Popen(cmd, cwd=HERE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    for line in p.stdout:
+        print(line, end='', flush=True)
+        m = re.match(r'^(tests/\S+::\S+) (PASSED|FAILED|ERROR|SKIPPED)', line)
+        if m:
+            {'PASSED': passed, 'SKIPPED': skipped}.get(m[2], failed).append(m[1].split('::', 1)[1])
+            ctx.save(passed=len(passed), skipped=len(skipped), failed=failed)
+        elif re.match(r'^=+ .*(passed|failed|error|collected|selected|deselected).* =+$|^\d+/\d+ tests collected',
+                      line.strip()):
+            summary = line.strip().strip('= ')
+    rc = p.wait()
+    ctx.save(summary=summary, passed=len(passed), skipped=len(skipped), failed=failed,
+             status='ok' if rc in (0, 5) and not failed else 'failed')
 
 
 def step_graph_tests(ctx):
@@ -380,7 +390,7 @@ def step_gpt2(ctx):
             f'--eval_interval={n}', '--eval_iters=2', f'--log_interval={2 if ctx.dry else 5}',
             '--gradient_accumulation_steps=4']
     runs = {}
-    for v in ('nanogpt', 'diff'):
+    for v in ('diff', 'nanogpt'):
         rc, err, out = ctx.train(f'gpt2_{v}', f'configs/{v}_124M.py', *args, *([] if ctx.dry else ['--compile=True']))
         s = json.load(open(os.path.join(out, 'summary.json')))
         runs[v] = dict(windows(out), peak_memory_mb=round(s['peak_memory_mb']), n_params=s['n_params'])
@@ -397,12 +407,15 @@ def step_jobs(ctx):
         root = os.path.join(ctx.scratch, f'jobs{jobs}')
         env = dict(os.environ, SEEDS='1 2', JOBS=str(jobs), PROFILE='full', VARIANTS=SEED5, DEPTHS='3L',
                    RUNS_DIR=root, PYTHON=sys.executable)
+        if ctx.dry:  # the same command on two runs
+            env.update(SEEDS='1', VARIANTS='nanogpt diff')
         t = time.monotonic()
         p = subprocess.run(['bash', 'ablate.sh', *extra], cwd=HERE, env=env, capture_output=True, text=True)
         print(p.stdout[-3000:], p.stderr[-2000:], flush=True)
         if p.returncode != 0:
             raise RuntimeError(f"ablate.sh JOBS={jobs} failed (exit {p.returncode}): {p.stderr.strip()[-300:]}")
-        out[str(jobs)] = dict(wall_s=round(time.monotonic() - t, 1), runs=10, steps=n)
+        out[str(jobs)] = dict(wall_s=round(time.monotonic() - t, 1), runs=len(env['SEEDS'].split()) *
+                              len(env['VARIANTS'].split()), steps=n)
         ctx.save(jobs=out)
 
 
@@ -414,7 +427,7 @@ def step_evidence(ctx):
     extra = []
     if ctx.dry:  # the same sweep, tiny: two steps a run, on the CPU
         extra = ['--max_iters=2', '--lr_decay_iters=2', '--eval_interval=2', '--warmup_iters=1', *TINY_ARGS]
-        env['SEEDS'] = env['SEEDS'].split()[0]
+        env.update(SEEDS=env['SEEDS'].split()[0], VARIANTS=env['VARIANTS'].split()[0])
     ctx.save(command=' '.join(f"{k}='{v}'" for k, v in job['env'].items()) + ' ./ablate.sh ' + ' '.join(extra))
     t = time.monotonic()
     p = subprocess.Popen(['bash', 'ablate.sh', *extra], cwd=HERE, env=env, stdout=subprocess.PIPE,

@@ -202,3 +202,18 @@ def test_compile_mode_reduce_overhead_trains(tmp_path, dtype):
     s = json.load(open(os.path.join(out, 'summary.json')))
     assert s['finished'] and s['final_val_loss'] < 4.2
 
+
+
+def test_a_small_split_is_held_on_the_gpu_and_gives_the_hosts_batches():
+    """On CUDA tiny Shakespeare is held on the device (dataset.load_split) and its batches are gathered there: the
+    same batches as the host's gather, with and without a bos token."""
+    dataset.ensure_data('shakespeare_char')
+    meta = dataset.load_meta('shakespeare_char')
+    for bos in (None, 65):
+        held = dataset.load_split('shakespeare_char', 'train', meta, bos, device='cuda')
+        host = dataset.load_split('shakespeare_char', 'train', meta, bos)
+        assert held['resident'] is not None and held['resident'].is_cuda and host['resident'] is None
+        for start in (None, 5):
+            a = dataset.get_batch(held, dataset.batch_rng(1, 0, 3, 0), 8, 64, 'cuda', start)
+            b = dataset.get_batch(host, dataset.batch_rng(1, 0, 3, 0), 8, 64, 'cuda', start)
+            assert all(u.is_cuda and torch.equal(u, v) for u, v in zip(a, b))
