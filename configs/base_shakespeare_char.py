@@ -1,4 +1,4 @@
-# The seed notes' Shakespeare setup (../shared/seeds/001): nanoGPT's character-level tiny Shakespeare with
+# The seed notes' Shakespeare setup (docs/seed_notes.md, note 001): nanoGPT's character-level tiny Shakespeare with
 # n_embd 256, 8 heads, block 256, batch 32, learning rate 3e-4; nanoGPT's shakespeare_char schedule otherwise
 # (5000 iterations, dropout 0.2, beta2 0.99, eval every 250). Each cell config sets n_layer and the attention.
 dataset = 'shakespeare_char'
