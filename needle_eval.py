@@ -167,7 +167,7 @@ def main():
         if meta.get('tokenizer') != 'needle':
             raise SystemExit(f"error: {out} was not trained on the needle task (dataset {dataset})")
         # the records are made from meta.json: data prepared again with other settings would test another task
-        # (the checkpoint keeps the task's vocabulary settings since session 16; its vocab size always)
+        # (the checkpoint keeps the task's vocabulary settings since commit 06481b3; its vocab size always)
         task = ckpt.get('tokenizer', {})
         differs = [f"{k} {task[k]} (data: {meta.get(k)})" for k in needle.TASK_KEYS
                    if k in task and task[k] != meta.get(k)]
