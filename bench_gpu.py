@@ -197,7 +197,8 @@ def step_env(ctx):
     dev = 'cpu' if ctx.dry else device()
     git = lambda *a: subprocess.run(['git', *a], cwd=HERE, capture_output=True, text=True).stdout.strip()
     info = dict(torch=torch.__version__, cuda=torch.version.cuda, python=sys.version.split()[0], device=dev,
-                commit=git('rev-parse', '--short', 'HEAD') or os.environ.get('BENCH_GPU_COMMIT'),
+                # BENCH_GPU_COMMIT first: a device machine's copy of the tree may carry an older .git
+                commit=os.environ.get('BENCH_GPU_COMMIT') or git('rev-parse', '--short', 'HEAD') or None,
                 dirty=bool(git('status', '--porcelain', '--untracked-files=no')))
     if dev == 'cuda':
         p = torch.cuda.get_device_properties(0)

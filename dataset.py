@@ -122,11 +122,15 @@ def get_batch(data, rng, batch_size, block_size, device, start=None):
         ix = rng.integers(0, n, size=batch_size) if start is None else (start + np.arange(batch_size)) % n
         if data.get('resident') is not None:  # the same windows, gathered where the stream is held
             res = data['resident']
-            w = res[torch.from_numpy(ix).to(res.device)[:, None] +
-                    torch.arange(block_size + (bos is None), device=res.device)].long()
+            # the starts go over asynchronously (pinned): a copy from pageable memory would wait for the device
+            # to finish the previous step before the host could go on
+            i = torch.from_numpy(ix)
+            i = (i.pin_memory().to(res.device, non_blocking=True) if res.is_cuda else i)[:, None]
+            pos = torch.arange(block_size, device=res.device)
+            y = res[i + pos + (bos is None)].long()
             if bos is None:
-                return w[:, :-1], w[:, 1:]
-            return torch.cat((torch.full((batch_size, 1), bos, dtype=torch.int64, device=res.device), w[:, :-1]), 1), w
+                return res[i + pos].long(), y
+            return torch.cat((torch.full((batch_size, 1), bos, dtype=torch.int64, device=res.device), y[:, :-1]), 1), y
         if bos is not None:
             y = torch.from_numpy(np.stack([tokens[i:i + block_size] for i in ix]).astype(np.int64))
             x = torch.cat((torch.full((batch_size, 1), bos, dtype=torch.int64), y[:, :-1]), dim=1)

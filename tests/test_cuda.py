@@ -216,4 +216,4 @@ def test_a_small_split_is_held_on_the_gpu_and_gives_the_hosts_batches():
         for start in (None, 5):
             a = dataset.get_batch(held, dataset.batch_rng(1, 0, 3, 0), 8, 64, 'cuda', start)
             b = dataset.get_batch(host, dataset.batch_rng(1, 0, 3, 0), 8, 64, 'cuda', start)
-            assert all(u.is_cuda and torch.equal(u, v) for u, v in zip(a, b))
+            assert all(u.is_cuda and u.is_contiguous() and torch.equal(u, v) for u, v in zip(a, b))

@@ -957,5 +957,6 @@ def test_batches_gathered_on_the_device_equal_the_host_gather(bos):
         a = dataset.get_batch(host, dataset.batch_rng(3, 0, 7, 1), 5, 32, 'cpu', start)
         b = dataset.get_batch(held, dataset.batch_rng(3, 0, 7, 1), 5, 32, 'cpu', start)
         for u, v in zip(a, b):
-            assert u.dtype == v.dtype == torch.int64 and torch.equal(u, v)
+            assert u.dtype == v.dtype == torch.int64 and torch.equal(u, v) and u.is_contiguous()
+        GPT(GPTConfig(n_layer=1, n_head=2, n_embd=16, block_size=32, vocab_size=66))(*b)  # a batch the model takes
     assert not torch.equal(a[0], dataset.get_batch(host, dataset.batch_rng(4, 0, 7, 1), 5, 32, 'cpu')[0])
