@@ -86,7 +86,7 @@ def _expected_types(key):
 def _check(key, value, where):
     if key not in DEFAULTS:
         close = difflib.get_close_matches(key, DEFAULTS, n=3, cutoff=0.6)
-        hint = f"; did you mean {', '.join(close)}?" if close else "; see the README's config table"
+        hint = f"; did you mean {', '.join(close)}?" if close else "; docs/config.md lists every key"
         raise ValueError(f"{where}: unknown config key '{key}'{hint}")
     types = _expected_types(key)
     if float in types and type(value) is int:
@@ -187,7 +187,7 @@ def explicit_keys(argv):
 
 
 def usage():
-    """python train.py --help: the keys and their defaults, in one screen; their meanings are in the README."""
+    """python train.py --help: the keys and their defaults, in one screen; their meanings are in docs/config.md."""
     def block(keys):
         items = [f"{k}={DEFAULTS[k]!r}" for k in keys]
         return textwrap.fill('  '.join(items), width=shutil.get_terminal_size((110, 20)).columns - 2,
@@ -197,7 +197,7 @@ def usage():
             f"  e.g. python train.py configs/diff_sym_6L.py --batch_size=16\n"
             f"Config files (Python that assigns keys) apply in order, then the --key=value overrides, wherever\n"
             f"they stand on the line.\n"
-            f"Each key's meaning is in the README's config table.\n\ntraining keys (default):\n{block(train_keys)}\n\n"
+            f"Each key's meaning is in docs/config.md.\n\ntraining keys (default):\n{block(train_keys)}\n\n"
             f"model keys (model.GPTConfig; vocab_size=None takes the dataset's):\n{block(MODEL_KEYS)}\n")
 
 
