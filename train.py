@@ -1,15 +1,15 @@
 """
-Train a GPT whose attention is chosen by config flag (see model.py and the README's table).
+Train a GPT whose attention is chosen by config flag (model.py; the README's variant table).
 
 Single process, on a laptop CPU or one GPU:
 $ python train.py configs/diff_sym_6L.py --batch_size=16
 Several GPUs with DDP (one node; for several nodes add torchrun's --nnodes/--node_rank/--rdzv_* flags):
 $ torchrun --standalone --nproc_per_node=4 train.py configs/diff_sym_6L.py
 
-A config file is Python that assigns keys (it may include() another config file); `--key=value` on the
-command line overrides it. Every key, its default and its type is in DEFAULTS below (training) and in
-model.GPTConfig (architecture); parse_config() is the one place that validates them. main() at the end of the
-file reads top to bottom: processes and device, data, model and optimizer, the loop, the end.
+This file is the training script: the data, the model, the loop, the one optimizer step (step()), evaluation,
+logging, and main() at the end, which lists the steps of a run in order. The machinery lives beside it: the config
+keys and their validation (config.py, docs/config.md), the run folder and its logs (rundir.py), checkpoints and the
+rules of a resume (checkpoint.py), the DDP processes and stops (processes.py), the CUDA graphs (cuda_graph.py).
 """
 
 import math
