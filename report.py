@@ -32,6 +32,8 @@ import re
 import statistics
 import sys
 
+from scipy import stats
+
 from output import pyplot, read_log_lines, save_figure, write_text
 
 _SEED = ['nanogpt', 'diff', 'sym', 'diff_sym', 'norm_sym']  # the seed's columns, in its order
@@ -177,79 +179,16 @@ def finished(cell):
     return [s for s in cell['ok'] if s.get('final_val_loss') is not None]
 
 
-# ----------------------------------------------------------------------------- Student's t without scipy
-
-def _betacf(a, b, x):
-    """The continued fraction of I_x(a, b) (Numerical Recipes 6.4.5), by the modified Lentz method:
-    1 / (1 + d1 / (1 + d2 / (1 + ...))) with d_2m = m (b - m) x / ((a + 2m - 1)(a + 2m)) and
-    d_2m+1 = -(a + m)(a + b + m) x / ((a + 2m)(a + 2m + 1)). Converges fast for x < (a + 1) / (a + b + 2)."""
-    tiny = 1e-300  # keeps a denominator that hits 0 from dividing by 0 (Lentz)
-    c, d = 1.0, 1.0 - (a + b) * x / (a + 1)
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 1000):
-        for num in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
-                    -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
-            d = 1.0 + num * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + num / c
-            c = c if abs(c) > tiny else tiny
-            h *= d * c
-        if abs(d * c - 1.0) < 1e-15:
-            break
-    return h
-
-
-def betainc(a, b, x):
-    """The regularized incomplete beta function I_x(a, b) = B(x; a, b) / B(a, b).
-    I_x = x^a (1 - x)^b / (a B(a, b)) * cf(a, b, x); past the fraction's fast region use I_x(a, b) = 1 - I_1-x(b, a)."""
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
-    if x < (a + 1) / (a + b + 2):
-        return front * _betacf(a, b, x) / a
-    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
-
-
-def t_sf2(t, df):
-    """Two-sided tail P(|T| >= |t|) of Student's t with df degrees of freedom (df may be fractional, as
-    Welch's is): I_x(df/2, 1/2) with x = df / (df + t^2)."""
-    return betainc(df / 2, 0.5, df / (df + t * t))
-
-
-def t_cdf(t, df):
-    """P(T <= t): half the two-sided tail on the far side of t."""
-    tail = 0.5 * t_sf2(t, df)
-    return 1.0 - tail if t > 0 else tail
-
-
-def t_quantile(q, df):
-    """The t with P(T <= t) = q, by bisection on the monotone CDF: a bracket [0, hi] that doubles until it
-    holds q, halved to a relative width of 1e-13 (about 45 halvings), far below the 4 digits printed."""
-    if not 0.0 < q < 1.0:
-        raise ValueError(f't_quantile: q={q} is not in (0, 1)')
-    if q < 0.5:
-        return -t_quantile(1.0 - q, df)
-    lo, hi = 0.0, 1.0
-    while t_cdf(hi, df) < q:
-        lo, hi = hi, 2 * hi
-    for _ in range(200):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if t_cdf(mid, df) < q else (lo, mid)
-        if hi - lo <= 1e-13 * hi:
-            break
-    return (lo + hi) / 2
-
+# ----------------------------------------------------------------------------- statistics
 
 def t_test(diff, se, df):
-    """A 95% interval diff +- t_0.975,df * se and the two-sided p of t = diff / se. se = 0 (identical
-    differences): the interval is the point, and p is 0 unless the difference is 0 too."""
+    """A 95% interval diff +- t_0.975,df * se and the two-sided p of t = diff / se, from scipy's Student's t (df may
+    be fractional, as Welch's is). se = 0 (identical differences): the interval is the point, and p is 0 unless the
+    difference is 0 too."""
     if se == 0:
         return diff, diff, (1.0 if diff == 0 else 0.0)
-    half = t_quantile(0.975, df) * se
-    return diff - half, diff + half, t_sf2(diff / se, df)
+    half = float(stats.t.ppf(0.975, df)) * se
+    return diff - half, diff + half, float(2 * stats.t.sf(abs(diff / se), df))
 
 
 def paired_t(a, b):
