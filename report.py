@@ -35,40 +35,17 @@ import sys
 from scipy import stats
 
 from output import pyplot, read_log_lines, save_figure, write_text
+from sweep import FREE_ON_RESUME, LABELS as NAMES, PAIRS, VARIANTS, with_prefixes
 
-_SEED = ['nanogpt', 'diff', 'sym', 'diff_sym', 'norm_sym']  # the seed's columns, in its order
-_EXTRA = ['sym_noself', 'gated', 'gated_headwise', 'softmax1', 'diff_gated', 'orthoadam',
-          'softmax1_orthoadam']  # ours, after the seed's
-# the same variants in other settings, named <prefix><variant>: ARCH=llama runs (the Diff paper's
-# RMSNorm/SwiGLU/RoPE layer), PROFILE=sink runs (bb_: the Bigram-Backcopy task, data/bigram_backcopy) and
-# PROFILE=retrieval runs (nd_: needles with distractors, data/needle_distractors)
-PREFIXES = {'llama_': 'llama ', 'bb_': 'BB ', 'nd_': 'ND '}
-
-
-def _prefixed(items):
-    """items (variants, or tuples of them) and their copies under every prefix."""
-    def add(p, v):
-        return tuple(p + x for x in v) if isinstance(v, tuple) else p + v
-    return list(items) + [add(p, v) for p in PREFIXES for v in items]
-
-
-SEED_VARIANTS = _prefixed(_SEED)
-EXTRA_VARIANTS = _prefixed(_EXTRA)
-NAMES = dict(nanogpt='nanogpt', diff='gpt+Diff', sym='gpt+Sym', diff_sym='gpt+Diff+Sym', norm_sym='Norm+Sym',
-             sym_noself='Sym, no self', gated='Gated (G1)', gated_headwise='Gated (G1, headwise)',
-             softmax1='Softmax-1', diff_gated='Diff+Gated', orthoadam='OrthoAdam',
-             softmax1_orthoadam='Softmax-1 + OrthoAdam')
-NAMES.update({p + v: name + n for p, name in PREFIXES.items() for v, n in list(NAMES.items())})
+# the variants and the comparisons are sweep.py's table: the seed's columns in its order, then ours, each also under
+# the prefixes (llama_, bb_, nd_)
+SEED_VARIANTS = with_prefixes([name for name, _, seed in VARIANTS if seed])
+EXTRA_VARIANTS = with_prefixes([name for name, _, seed in VARIANTS if not seed])
 # (reference A, variant B) pairs whose val-loss gap B - A the seeds' claims are about
-_PAIRS = [('nanogpt', 'diff'), ('sym', 'diff_sym'), ('sym', 'norm_sym'), ('nanogpt', 'sym'), ('nanogpt', 'gated'),
-          ('nanogpt', 'softmax1'), ('sym', 'sym_noself'), ('nanogpt', 'gated_headwise'), ('nanogpt', 'orthoadam'),
-          ('nanogpt', 'softmax1_orthoadam')]
-COMPARISONS = _prefixed(_PAIRS)
-LAMBDA_PAIRS = _prefixed([('diff', 'diff_sym')])
+COMPARISONS = with_prefixes(PAIRS['loss'])
+LAMBDA_PAIRS = with_prefixes(PAIRS['lambda_full'])
 # the sink claims: softmax-1, the gates and OrthoAdam against the baseline, in analyze.py's measures
-_DIAG_PAIRS = [('nanogpt', 'softmax1'), ('nanogpt', 'gated'), ('nanogpt', 'gated_headwise'),
-               ('nanogpt', 'orthoadam'), ('nanogpt', 'softmax1_orthoadam')]
-DIAG_PAIRS = _prefixed(_DIAG_PAIRS)
+DIAG_PAIRS = with_prefixes(PAIRS['sink'])
 # (column, how to read it from the file's dict, format)
 _DIAG_METRICS = [('first-token attn', lambda a: a['overall']['first_token_attention'], '{:.4f}'),
                  ('heads on token 0', lambda a: a['overall']['first_token_heads'], '{:.3f}'),
@@ -93,8 +70,7 @@ def diag_metrics(files):
             + _DIAG_METRICS[2:4] + [('max / median act', lambda a: a['overall']['massive_ratio'], '{:.0f}')]
             + _DIAG_METRICS[4:])
 # the retrieval claim: every variant against the baseline in needle_eval.py's measures (needle_eval.json)
-NEEDLE_PAIRS = _prefixed([('nanogpt', v) for v in ('diff', 'sym', 'diff_sym', 'gated', 'softmax1', 'diffv2')]
-                         + [('sym', 'diff_sym')])
+NEEDLE_PAIRS = with_prefixes(PAIRS['needle'])
 
 
 def needle_metrics(files):
@@ -240,10 +216,8 @@ def fmt_p(p):
 
 
 # config keys that say where and how a run was computed, not what it computes: the seeds of a cell may differ in
-# them (train.py's FREE_ON_RESUME with the per-run seed; a test keeps the two equal)
-FREE_KEYS = ('seed', 'out_dir', 'init_from', 'eval_only', 'device', 'dtype', 'compile', 'compile_mode', 'cuda_graph',
-             'wandb_log', 'wandb_project', 'wandb_run_name', 'wandb_mode', 'log_interval', 'always_save_checkpoint',
-             'ckpt_interval', 'resume_strict')
+# them (config.py's FREE_ON_RESUME, and the seed)
+FREE_KEYS = ('seed',) + FREE_ON_RESUME
 # the keys every run of a sweep shares, whatever its variant: the schedule and the data (the title's Setup line)
 SETUP_KEYS = ('dataset', 'causal', 'max_iters', 'lr_decay_iters', 'warmup_iters', 'learning_rate', 'min_lr',
               'dropout', 'batch_size', 'block_size', 'n_embd', 'n_head', 'eval_interval', 'eval_iters')

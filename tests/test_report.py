@@ -569,9 +569,17 @@ def test_runs_that_differ_in_more_than_their_seed_are_named_in_a_warning(tmp_pat
     assert '`attn`' not in warning and '`device`' not in warning and '`seed`' not in warning
 
 
-def test_report_compares_the_keys_train_py_lets_a_resume_change():
-    import train
-    assert set(report.FREE_KEYS) == set(train.FREE_ON_RESUME) | {'seed'}
+def test_seeds_of_a_cell_may_differ_in_the_keys_a_resume_may_change(tmp_path):
+    """Within a cell, runs may differ in the keys that say where and how they ran (config.py's FREE_ON_RESUME) and in
+    their seed without a warning; any other key is named."""
+    import config
+    make_run(tmp_path, 'nanogpt_3L_s1', 1.50, n_layer=3, **{k: f'here {k}' for k in config.FREE_ON_RESUME})
+    make_run(tmp_path, 'nanogpt_3L_s2', 1.52, n_layer=3, **{k: f'there {k}' for k in config.FREE_ON_RESUME})
+    assert 'mixed settings' not in report.markdown(report.load_runs(tmp_path))
+    make_run(tmp_path, 'nanogpt_3L_s3', 1.51, n_layer=4)
+    warning = report.markdown(report.load_runs(tmp_path)).split('**Warning: mixed settings.**')[1].split('\n## ')[0]
+    assert '`n_layer`: 3 (nanogpt_3L_s1, nanogpt_3L_s2) / 4 (nanogpt_3L_s3)' in warning
+    assert all(f'`{k}`' not in warning for k in ('seed', *config.FREE_ON_RESUME))
 
 
 def test_a_corrupt_summary_is_named_without_a_traceback(tmp_path):
