@@ -50,10 +50,15 @@ def stand_ins(log, fail=':'):
             'esac')
 
 
-def sweep(runs_dir, *extra, rc=0, **env_vars):
+def sweep(runs_dir, *extra, rc=0, report=True, **env_vars):
+    """ablate.sh with the tiny settings (TINY: each run a few seconds, mostly torch's import); its output. report=False,
+    for a test that reads no results.md: report.py's stand-in exits 0 instead of rendering (seconds)."""
     env = dict(os.environ, PROFILE='cpu', VARIANTS='nanogpt diff_sym diff_gated', DEPTHS='3L 6L', SWEEP='t',
-               RUNS_DIR=str(runs_dir), PYTHON=sys.executable)
+               RUNS_DIR=str(runs_dir), OMP_NUM_THREADS='1')
     env.update(env_vars)
+    if 'PYTHON' not in env_vars:
+        env['PYTHON'] = python_for_ablate(runs_dir, None if report else
+                                          f'[ "$1" = report.py ] && exit 0\nexec {sys.executable} "$@"')
     env = {k: v for k, v in env.items() if v is not None}  # None: unset it
     p = subprocess.run(['bash', os.path.join(ROOT, 'ablate.sh'), *TINY, *extra], env=env, capture_output=True,
                        text=True, timeout=900)
@@ -88,7 +93,7 @@ def test_ablate_sweep_skip_resume_and_report(tmp_path):
     # its last eval, before its summary), writing the summary
     os.remove(root / 'nanogpt_3L_s1337' / 'summary.json')
     before = json.load(open(root / 'nanogpt_6L_s1337' / 'summary.json'))
-    out = sweep(tmp_path)
+    out = sweep(tmp_path, report=False)
     assert out.count('skip   ') == 4 and 'run    ' in out and '--init_from=resume' in out
     s = json.load(open(root / 'nanogpt_3L_s1337' / 'summary.json'))
     assert s['iter'] == 2 and s['finished']
@@ -126,7 +131,7 @@ def test_ablate_leaves_a_run_that_another_process_trains_alone(tmp_path, flock):
                               stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == 'locked'
-        out = sweep(tmp_path, VARIANTS='nanogpt diff_sym', DEPTHS='3L', **env)
+        out = sweep(tmp_path, VARIANTS='nanogpt diff_sym', DEPTHS='3L', report=False, **env)
     finally:
         holder.kill()
         holder.wait()
@@ -166,14 +171,17 @@ def test_ablate_exits_nonzero_when_runs_failed_after_writing_the_report(tmp_path
 
 
 def test_ablate_jobs_runs_in_parallel_the_same_runs(tmp_path):
-    one = sweep(tmp_path / 'one', VARIANTS='nanogpt diff_sym', DEPTHS='3L', SEEDS='1 2')
-    par = sweep(tmp_path / 'par', VARIANTS='nanogpt diff_sym', DEPTHS='3L', SEEDS='1 2', JOBS='3')
+    one = sweep(tmp_path / 'one', VARIANTS='nanogpt diff_sym', DEPTHS='3L', SEEDS='1 2', report=False)
+    par = sweep(tmp_path / 'par', VARIANTS='nanogpt diff_sym', DEPTHS='3L', SEEDS='1 2', JOBS='3', report=False)
     assert one.count('done   ') == par.count('done   ') == 4 and 'run, 0 skipped, 0 failed' in par
     for name in ('nanogpt_3L_s1', 'nanogpt_3L_s2', 'diff_sym_3L_s1', 'diff_sym_3L_s2'):
         a, b = (json.load(open(tmp_path / d / 't' / name / 'summary.json')) for d in ('one', 'par'))
         a['config'].pop('out_dir'), b['config'].pop('out_dir')
         assert a['config'] == b['config'] and a['final_val_loss'] == b['final_val_loss']  # same batches, same arithmetic
-    out = sweep(tmp_path / 'bad', '--dataset=no_such_dataset', rc=1, VARIANTS='nanogpt diff_sym', DEPTHS='3L', JOBS='2')
+    # runs that fail, two at once: train.py's stand-in fails as on a dataset that is not there (report.py's: exit 0)
+    failing = python_for_ablate(tmp_path / 'bad', 'case "$1" in train.py) echo no such dataset; exit 1 ;; esac')
+    out = sweep(tmp_path / 'bad', '--dataset=no_such_dataset', rc=1, VARIANTS='nanogpt diff_sym', DEPTHS='3L',
+                JOBS='2', PYTHON=failing)
     assert sum(l.startswith('FAILED ') for l in out.splitlines()) == 2 and 'ablate.sh: 2 run(s) failed' in out
     sweep(tmp_path / 'x', rc=2, JOBS='two')
 
@@ -181,7 +189,7 @@ def test_ablate_jobs_runs_in_parallel_the_same_runs(tmp_path):
 def test_ablate_analyze_runs_analyze_py_on_new_and_earlier_finished_runs(tmp_path):
     root = tmp_path / 't'
     kw = dict(VARIANTS='nanogpt softmax1', DEPTHS='3L', SEEDS='1 2')
-    sweep(tmp_path, **kw)  # without ANALYZE: no analysis
+    sweep(tmp_path, report=False, **kw)  # without ANALYZE: no analysis
     names = ['nanogpt_3L_s1', 'nanogpt_3L_s2', 'softmax1_3L_s1', 'softmax1_3L_s2']
     assert not any((root / n / 'analysis.json').exists() for n in names)
     # ANALYZE=1 on the finished sweep: every run analysed on its last checkpoint, none retrained
@@ -201,7 +209,7 @@ def test_ablate_analyze_runs_analyze_py_on_new_and_earlier_finished_runs(tmp_pat
     json.dump(dict(a, iter=1), open(root / 'nanogpt_3L_s2' / 'analysis.json', 'w'))
     os.remove(root / 'softmax1_3L_s1' / 'summary.json')
     os.remove(root / 'softmax1_3L_s1' / 'analysis.json')
-    out = sweep(tmp_path, ANALYZE='1', **kw)
+    out = sweep(tmp_path, ANALYZE='1', report=False, **kw)
     assert sum(l.startswith('analyzed ') for l in out.splitlines()) == 2
     assert 'done   ' in out and '1 run, 3 skipped (1 of them analyzed now)' in out
     assert json.load(open(root / 'softmax1_3L_s1' / 'analysis.json'))['iter'] == 2  # the resumed run's end
@@ -209,12 +217,12 @@ def test_ablate_analyze_runs_analyze_py_on_new_and_earlier_finished_runs(tmp_pat
     # a finished run without its checkpoint (a committed run copied back) is left as it is
     os.remove(root / 'nanogpt_3L_s1' / 'analysis.json')
     os.remove(root / 'nanogpt_3L_s1' / 'ckpt.pt')
-    out = sweep(tmp_path, ANALYZE='1', **kw)
+    out = sweep(tmp_path, ANALYZE='1', report=False, **kw)
     assert 'no ckpt.pt, so no analysis' in out and '0 run, 4 skipped (0 of them analyzed now), 0 failed' in out
     # an analysis that fails is reported and marked, and the sweep exits 1; the run stays finished
     (root / 'nanogpt_3L_s2' / 'ckpt.pt').write_text('not a checkpoint')
     os.remove(root / 'nanogpt_3L_s2' / 'analysis.json')
-    out = sweep(tmp_path, rc=1, ANALYZE='1', **kw)
+    out = sweep(tmp_path, rc=1, ANALYZE='1', report=False, **kw)
     assert 'FAILED ' + str(root / 'nanogpt_3L_s2') + ': analyze.py' in out
     assert 'analyze.py failed on 1 finished run(s)' in out and 'run(s) failed' not in out
     assert (root / 'nanogpt_3L_s2' / 'FAILED').exists() and (root / 'nanogpt_3L_s2' / 'summary.json').exists()
@@ -223,12 +231,8 @@ def test_ablate_analyze_runs_analyze_py_on_new_and_earlier_finished_runs(tmp_pat
 
 def fake_analyze_python(tmp_path, action):
     """A PYTHON for ablate.sh that runs train.py and report.py but, for analyze.py, runs `action` (python code)."""
-    wrapper = tmp_path / 'python'
-    wrapper.write_text('#!/usr/bin/env bash\n'
-                       f'[ "$1" = analyze.py ] && exec {sys.executable} -c "{action}"\n'
-                       f'exec {sys.executable} "$@"\n')
-    wrapper.chmod(0o755)
-    return str(wrapper)
+    return python_for_ablate(tmp_path, f'[ "$1" = analyze.py ] && exec {sys.executable} -c "{action}"\n'
+                                       f'exec {sys.executable} "$@"')
 
 
 def test_ablate_analyze_failing_after_training_and_stopped_by_sigterm(tmp_path):
@@ -308,7 +312,7 @@ def test_ablate_without_a_profile_on_a_cpu_says_which_to_pick(tmp_path):
 
 
 def test_ablate_demo_profile_runs_the_seeds_five(tmp_path):
-    out = sweep(tmp_path, PROFILE='demo', VARIANTS='nanogpt', DEPTHS='3L')
+    out = sweep(tmp_path, PROFILE='demo', VARIANTS='nanogpt', DEPTHS='3L', report=False)
     s = json.load(open(tmp_path / 't' / 'nanogpt_3L_s1337' / 'summary.json'))
     assert s['finished'] and s['config']['batch_size'] == 2  # the extra --key=value win over the profile
     assert 'done   ' in out
@@ -418,12 +422,10 @@ def test_ablate_counts_a_launcher_that_exits_1_after_a_stop_as_stopped(tmp_path)
 
 
 def _recording_python(tmp_path):
-    """A PYTHON for ablate.sh that records each train.py run's CUDA_VISIBLE_DEVICES, then runs it."""
-    wrapper = tmp_path / 'python'
-    wrapper.write_text(f"#!/bin/sh\ncase \"$*\" in *train.py*) echo \"${{CUDA_VISIBLE_DEVICES-unset}} $*\" >> "
-                       f"{tmp_path}/gpus.log ;; esac\nexec {sys.executable} \"$@\"\n")
-    wrapper.chmod(0o755)
-    return str(wrapper)
+    """A PYTHON for ablate.sh that records each train.py run's CUDA_VISIBLE_DEVICES instead of training: a run of 2
+    seconds, so that a sweep's runs overlap as real ones do."""
+    return python_for_ablate(tmp_path, f'case "$*" in *train.py*) echo "${{CUDA_VISIBLE_DEVICES-unset}} $*" >> '
+                                       f'{tmp_path}/gpus.log; sleep 2 ;; esac')
 
 
 @pytest.mark.parametrize('gpus,expected', [(None, {'0', '1', '2'}), ('5 7', {'5', '7'})])
