@@ -296,13 +296,12 @@ def slurm_task(env):
     task, listed = env.get('SLURM_ARRAY_TASK_ID'), env.get('ABLATE_RUNS')
     if not task or not listed:
         return None, None
-    try:
+    try:  # "config folder seed", the folder perhaps with spaces
         with open(listed) as f:
-            line = f.read().splitlines()[int(task)]
+            cfg, rest = f.read().splitlines()[int(task)].split(' ', 1)
+        return task, (cfg, *rest.rsplit(' ', 1))
     except (OSError, ValueError, IndexError):
         raise Refused(f"Slurm task {task} has no line in {listed}") from None
-    cfg, rest = line.split(' ', 1)
-    return task, (cfg, *rest.rsplit(' ', 1))
 
 
 # ----------------------------------------------------------------------------- the commands
@@ -346,8 +345,20 @@ def plan(env, args):
                   ANALYZE=int(sweep.analyze), ANALYZER=sweep.analyzer, ANALYSIS=sweep.analysis,
                   SLURM=int(env.get('SLURM') == '1'), TASK=task or '', SCHEDULE=sweep.schedule,
                   RUN_CFG=[r[0] for r in runs], RUN_DIR=[r[1] for r in runs], RUN_SEED=[r[2] for r in runs])
-    return ''.join(f"{k}=({' '.join(map(shlex.quote, v))})\n" if isinstance(v, list) else f'{k}={shlex.quote(str(v))}\n'
-                   for k, v in values.items())
+    return ''.join(assignment(name, value) for name, value in values.items())
+
+
+def assignment(name, value):
+    """name=value for bash to eval, a list as an array; every word quoted."""
+    if isinstance(value, list):
+        return f"{name}=({' '.join(map(shlex.quote, value))})\n"
+    return f'{name}={shlex.quote(str(value))}\n'
+
+
+def sbatch(*options):
+    """sbatch --parsable: the job's id, or None where sbatch refused (its message on stderr)."""
+    p = subprocess.run(['sbatch', '--parsable', *options], stdout=subprocess.PIPE, text=True)
+    return p.stdout.strip().split(';')[0] if p.returncode == 0 else None
 
 
 def submit(env, args):
@@ -367,25 +378,22 @@ def submit(env, args):
     with open(listed, 'w') as f:
         f.writelines(' '.join(r) + '\n' for r in todo)
     n, here = len(todo), os.getcwd()
-    array = subprocess.run(
-        ['sbatch', '--parsable', f"--array=0-{n - 1}" + (f"%{env['SLURM_MAX']}" if env.get('SLURM_MAX') else ''),
-         f'--job-name=ablate_{sweep.name}', f'--chdir={here}', f'--output={sweep.root}/slurm-%A_%a.out',
-         f'--export=ALL,ABLATE_RUNS={listed},ABLATE_DIR={here},PROFILE={sweep.profile}',
-         *(env.get('SBATCH_ARGS') or '').split(), 'ablate.sh', *args], stdout=subprocess.PIPE, text=True)
-    if array.returncode != 0:
+    job = sbatch(f"--array=0-{n - 1}" + (f"%{env['SLURM_MAX']}" if env.get('SLURM_MAX') else ''),
+                 f'--job-name=ablate_{sweep.name}', f'--chdir={here}', f'--output={sweep.root}/slurm-%A_%a.out',
+                 f'--export=ALL,ABLATE_RUNS={listed},ABLATE_DIR={here},PROFILE={sweep.profile}',
+                 *(env.get('SBATCH_ARGS') or '').split(), 'ablate.sh', *args)
+    if job is None:
         os.remove(listed)
         return 1
-    job = array.stdout.strip().split(';')[0]
-    report = subprocess.run(
-        ['sbatch', '--parsable', f'--dependency=afterany:{job}', f'--job-name=report_{sweep.name}', f'--chdir={here}',
-         f'--output={sweep.root}/slurm-report-%j.out',
-         *(env.get('SBATCH_REPORT_ARGS') or env.get('SBATCH_ARGS') or '').split(),
-         f'--wrap={shlex.quote(python)} report.py {shlex.quote(sweep.root)}'], stdout=subprocess.PIPE, text=True)
-    if report.returncode != 0:
+    report = sbatch(f'--dependency=afterany:{job}', f'--job-name=report_{sweep.name}', f'--chdir={here}',
+                    f'--output={sweep.root}/slurm-report-%j.out',
+                    *(env.get('SBATCH_REPORT_ARGS') or env.get('SBATCH_ARGS') or '').split(),
+                    f'--wrap={shlex.quote(python)} report.py {shlex.quote(sweep.root)}')
+    if report is None:
         return 1
     print(f"ablate.sh: submitted {n} run(s) of {len(runs)} as Slurm array job {job} (tasks 0-{n - 1}, {listed}), and "
-          f"report.py as job {report.stdout.strip().split(';')[0]} after it. Logs: {sweep.root}/slurm-{job}_<task>.out;"
-          f" the same command again resubmits whatever has not finished (stopped runs resume from their checkpoint).")
+          f"report.py as job {report} after it. Logs: {sweep.root}/slurm-{job}_<task>.out; the same command again "
+          f"resubmits whatever has not finished (stopped runs resume from their checkpoint).")
     return 0
 
 
@@ -393,10 +401,13 @@ def analyzed(analysis, run):
     """Whether run/analysis exists and is of the run's last checkpoint (its iteration that of summary.json), not of
     best.pt, say."""
     try:
-        done, last = (json.load(open(os.path.join(run, name))) for name in (analysis, 'summary.json'))
-        return done.get('iter', last['iter']) == last['iter']
+        with open(os.path.join(run, analysis)) as f:
+            done = json.load(f)
+        with open(os.path.join(run, 'summary.json')) as f:
+            last = json.load(f)['iter']
     except (OSError, ValueError, KeyError):
         return False
+    return done.get('iter', last) == last
 
 
 def main(argv):

@@ -731,6 +731,18 @@ def test_the_tables_name_variants_that_have_configs():
         assert {v for pair in pairs for v in pair} - names <= {'diffv2'}, measure
 
 
+def test_a_slurm_task_runs_its_line_of_the_list(tmp_path):
+    """A task of SLURM=1's array (ABLATE_RUNS and SLURM_ARRAY_TASK_ID set) runs line SLURM_ARRAY_TASK_ID of the list
+    written at submission, "config folder seed", a folder with spaces too; a task without its line is refused."""
+    listed = tmp_path / 'runs'
+    listed.write_text('configs/nanogpt_3L.py runs/s/nanogpt_3L_s1 1\nconfigs/diff_3L.py my runs/s/diff_3L_s2 2\n')
+    env = dict(ABLATE_RUNS=str(listed), SLURM_ARRAY_TASK_ID='1')
+    assert sweep_py.slurm_task(env) == ('1', ('configs/diff_3L.py', 'my runs/s/diff_3L_s2', '2'))
+    assert sweep_py.slurm_task(dict(env, SLURM_ARRAY_TASK_ID='')) == (None, None)  # not a task: every run
+    with pytest.raises(sweep_py.Refused, match='Slurm task 2 has no line in'):
+        sweep_py.slurm_task(dict(env, SLURM_ARRAY_TASK_ID='2'))
+
+
 # bash 4 and later, which macOS's bash 3.2 lacks: (pattern in ablate.sh's code, what to write instead)
 BASH4 = [(r'\b(declare|local|typeset)\s+-\w*[An]', 'associative arrays, namerefs (4.0, 4.3): indexed arrays'),
          (r'\bwait\s+-n\b', 'wait -n (4.3): poll jobs -rp, wait PID, sleep'),
