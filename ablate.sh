@@ -181,7 +181,8 @@ analyze_one() {  # dir: $ANALYZER (analyze.py; needle_eval.py for retrieval) on 
 # Ctrl-C or SIGTERM: train.py saves a checkpoint of each run in progress (the TERM is passed on to runs in the
 # background); the sweep stops, and a re-launch resumes them
 trap 'trap "" INT TERM; touch "$STOPPING"
-      echo "ablate.sh: stopping: $(jobs -rp | wc -l) run(s) in progress save a checkpoint at the end of their step"
+      echo "ablate.sh: stopping: $(( $(jobs -rp | wc -l) )) run(s) in progress save a checkpoint at the end of" \
+           "their step"
       for p in $(jobs -p); do pkill -TERM -P "$p"; done; wait; rm -f "$STOPPING" "$BUSY"
       echo "ablate.sh: interrupted; re-launch the same command to continue"; exit 130' INT TERM
 skipped=0; launched=(); analyzed=(); slots=()  # runs started, finished runs analyzed now, the job in each slot
