@@ -162,7 +162,8 @@ def test_ablate_does_not_start_a_run_after_a_stop_that_came_before_its_python(tm
 
 def test_ablate_exits_nonzero_when_runs_failed_after_writing_the_report(tmp_path):
     # a dataset that is not there: valid settings (ablate.sh's check passes them), a run that fails
-    out = sweep(tmp_path, '--dataset=no_such_dataset', rc=1, VARIANTS='nanogpt diff_sym', DEPTHS='3L')
+    out = sweep(tmp_path, '--dataset=no_such_dataset', rc=1, VARIANTS='nanogpt diff_sym', DEPTHS='3L',
+                PYTHON=sys.executable)  # the real check
     root = tmp_path / 't'
     assert sum(l.startswith('FAILED ') for l in out.splitlines()) == 2 and 'ablate.sh: 2 run(s) failed' in out
     for name in ('nanogpt_3L_s1337', 'diff_sym_3L_s1337'):
