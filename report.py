@@ -32,41 +32,20 @@ import re
 import statistics
 import sys
 
+from scipy import stats
+
 from output import pyplot, read_log_lines, save_figure, write_text
+from sweep import FREE_ON_RESUME, LABELS as NAMES, PAIRS, VARIANTS, with_prefixes
 
-_SEED = ['nanogpt', 'diff', 'sym', 'diff_sym', 'norm_sym']  # the seed's columns, in its order
-_EXTRA = ['sym_noself', 'gated', 'gated_headwise', 'softmax1', 'diff_gated', 'orthoadam',
-          'softmax1_orthoadam']  # ours, after the seed's
-# the same variants in other settings, named <prefix><variant>: ARCH=llama runs (the Diff paper's
-# RMSNorm/SwiGLU/RoPE layer), PROFILE=sink runs (bb_: the Bigram-Backcopy task, data/bigram_backcopy) and
-# PROFILE=retrieval runs (nd_: needles with distractors, data/needle_distractors)
-PREFIXES = {'llama_': 'llama ', 'bb_': 'BB ', 'nd_': 'ND '}
-
-
-def _prefixed(items):
-    """items (variants, or tuples of them) and their copies under every prefix."""
-    def add(p, v):
-        return tuple(p + x for x in v) if isinstance(v, tuple) else p + v
-    return list(items) + [add(p, v) for p in PREFIXES for v in items]
-
-
-SEED_VARIANTS = _prefixed(_SEED)
-EXTRA_VARIANTS = _prefixed(_EXTRA)
-NAMES = dict(nanogpt='nanogpt', diff='gpt+Diff', sym='gpt+Sym', diff_sym='gpt+Diff+Sym', norm_sym='Norm+Sym',
-             sym_noself='Sym, no self', gated='Gated (G1)', gated_headwise='Gated (G1, headwise)',
-             softmax1='Softmax-1', diff_gated='Diff+Gated', orthoadam='OrthoAdam',
-             softmax1_orthoadam='Softmax-1 + OrthoAdam')
-NAMES.update({p + v: name + n for p, name in PREFIXES.items() for v, n in list(NAMES.items())})
+# the variants and the comparisons are sweep.py's table: the seed's columns in its order, then ours, each also under
+# the prefixes (llama_, bb_, nd_)
+SEED_VARIANTS = with_prefixes([name for name, _, seed in VARIANTS if seed])
+EXTRA_VARIANTS = with_prefixes([name for name, _, seed in VARIANTS if not seed])
 # (reference A, variant B) pairs whose val-loss gap B - A the seeds' claims are about
-_PAIRS = [('nanogpt', 'diff'), ('sym', 'diff_sym'), ('sym', 'norm_sym'), ('nanogpt', 'sym'), ('nanogpt', 'gated'),
-          ('nanogpt', 'softmax1'), ('sym', 'sym_noself'), ('nanogpt', 'gated_headwise'), ('nanogpt', 'orthoadam'),
-          ('nanogpt', 'softmax1_orthoadam')]
-COMPARISONS = _prefixed(_PAIRS)
-LAMBDA_PAIRS = _prefixed([('diff', 'diff_sym')])
+COMPARISONS = with_prefixes(PAIRS['loss'])
+LAMBDA_PAIRS = with_prefixes(PAIRS['lambda_full'])
 # the sink claims: softmax-1, the gates and OrthoAdam against the baseline, in analyze.py's measures
-_DIAG_PAIRS = [('nanogpt', 'softmax1'), ('nanogpt', 'gated'), ('nanogpt', 'gated_headwise'),
-               ('nanogpt', 'orthoadam'), ('nanogpt', 'softmax1_orthoadam')]
-DIAG_PAIRS = _prefixed(_DIAG_PAIRS)
+DIAG_PAIRS = with_prefixes(PAIRS['sink'])
 # (column, how to read it from the file's dict, format)
 _DIAG_METRICS = [('first-token attn', lambda a: a['overall']['first_token_attention'], '{:.4f}'),
                  ('heads on token 0', lambda a: a['overall']['first_token_heads'], '{:.3f}'),
@@ -91,8 +70,7 @@ def diag_metrics(files):
             + _DIAG_METRICS[2:4] + [('max / median act', lambda a: a['overall']['massive_ratio'], '{:.0f}')]
             + _DIAG_METRICS[4:])
 # the retrieval claim: every variant against the baseline in needle_eval.py's measures (needle_eval.json)
-NEEDLE_PAIRS = _prefixed([('nanogpt', v) for v in ('diff', 'sym', 'diff_sym', 'gated', 'softmax1', 'diffv2')]
-                         + [('sym', 'diff_sym')])
+NEEDLE_PAIRS = with_prefixes(PAIRS['needle'])
 
 
 def needle_metrics(files):
@@ -177,79 +155,16 @@ def finished(cell):
     return [s for s in cell['ok'] if s.get('final_val_loss') is not None]
 
 
-# ----------------------------------------------------------------------------- Student's t without scipy
-
-def _betacf(a, b, x):
-    """The continued fraction of I_x(a, b) (Numerical Recipes 6.4.5), by the modified Lentz method:
-    1 / (1 + d1 / (1 + d2 / (1 + ...))) with d_2m = m (b - m) x / ((a + 2m - 1)(a + 2m)) and
-    d_2m+1 = -(a + m)(a + b + m) x / ((a + 2m)(a + 2m + 1)). Converges fast for x < (a + 1) / (a + b + 2)."""
-    tiny = 1e-300  # keeps a denominator that hits 0 from dividing by 0 (Lentz)
-    c, d = 1.0, 1.0 - (a + b) * x / (a + 1)
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 1000):
-        for num in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
-                    -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
-            d = 1.0 + num * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + num / c
-            c = c if abs(c) > tiny else tiny
-            h *= d * c
-        if abs(d * c - 1.0) < 1e-15:
-            break
-    return h
-
-
-def betainc(a, b, x):
-    """The regularized incomplete beta function I_x(a, b) = B(x; a, b) / B(a, b).
-    I_x = x^a (1 - x)^b / (a B(a, b)) * cf(a, b, x); past the fraction's fast region use I_x(a, b) = 1 - I_1-x(b, a)."""
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
-    if x < (a + 1) / (a + b + 2):
-        return front * _betacf(a, b, x) / a
-    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
-
-
-def t_sf2(t, df):
-    """Two-sided tail P(|T| >= |t|) of Student's t with df degrees of freedom (df may be fractional, as
-    Welch's is): I_x(df/2, 1/2) with x = df / (df + t^2)."""
-    return betainc(df / 2, 0.5, df / (df + t * t))
-
-
-def t_cdf(t, df):
-    """P(T <= t): half the two-sided tail on the far side of t."""
-    tail = 0.5 * t_sf2(t, df)
-    return 1.0 - tail if t > 0 else tail
-
-
-def t_quantile(q, df):
-    """The t with P(T <= t) = q, by bisection on the monotone CDF: a bracket [0, hi] that doubles until it
-    holds q, halved to a relative width of 1e-13 (about 45 halvings), far below the 4 digits printed."""
-    if not 0.0 < q < 1.0:
-        raise ValueError(f't_quantile: q={q} is not in (0, 1)')
-    if q < 0.5:
-        return -t_quantile(1.0 - q, df)
-    lo, hi = 0.0, 1.0
-    while t_cdf(hi, df) < q:
-        lo, hi = hi, 2 * hi
-    for _ in range(200):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if t_cdf(mid, df) < q else (lo, mid)
-        if hi - lo <= 1e-13 * hi:
-            break
-    return (lo + hi) / 2
-
+# ----------------------------------------------------------------------------- statistics
 
 def t_test(diff, se, df):
-    """A 95% interval diff +- t_0.975,df * se and the two-sided p of t = diff / se. se = 0 (identical
-    differences): the interval is the point, and p is 0 unless the difference is 0 too."""
+    """A 95% interval diff +- t_0.975,df * se and the two-sided p of t = diff / se, from scipy's Student's t (df may
+    be fractional, as Welch's is). se = 0 (identical differences): the interval is the point, and p is 0 unless the
+    difference is 0 too."""
     if se == 0:
         return diff, diff, (1.0 if diff == 0 else 0.0)
-    half = t_quantile(0.975, df) * se
-    return diff - half, diff + half, t_sf2(diff / se, df)
+    half = float(stats.t.ppf(0.975, df)) * se
+    return diff - half, diff + half, float(2 * stats.t.sf(abs(diff / se), df))
 
 
 def paired_t(a, b):
@@ -301,10 +216,8 @@ def fmt_p(p):
 
 
 # config keys that say where and how a run was computed, not what it computes: the seeds of a cell may differ in
-# them (train.py's FREE_ON_RESUME with the per-run seed; a test keeps the two equal)
-FREE_KEYS = ('seed', 'out_dir', 'init_from', 'eval_only', 'device', 'dtype', 'compile', 'compile_mode', 'cuda_graph',
-             'wandb_log', 'wandb_project', 'wandb_run_name', 'wandb_mode', 'log_interval', 'always_save_checkpoint',
-             'ckpt_interval', 'resume_strict')
+# them (config.py's FREE_ON_RESUME, and the seed)
+FREE_KEYS = ('seed',) + FREE_ON_RESUME
 # the keys every run of a sweep shares, whatever its variant: the schedule and the data (the title's Setup line)
 SETUP_KEYS = ('dataset', 'causal', 'max_iters', 'lr_decay_iters', 'warmup_iters', 'learning_rate', 'min_lr',
               'dropout', 'batch_size', 'block_size', 'n_embd', 'n_head', 'eval_interval', 'eval_iters')

@@ -1,7 +1,8 @@
-"""ablate.sh end to end on a tiny profile, and report.py on hand-written summaries."""
+"""ablate.sh end to end on a tiny profile, sweep.py's parts of it, and report.py on hand-written summaries."""
 import fcntl
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -13,15 +14,51 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 import report  # noqa: E402
+import sweep as sweep_py  # noqa: E402
 
 TINY = ['--n_embd=32', '--n_head=2', '--block_size=16', '--batch_size=2', '--max_iters=2', '--lr_decay_iters=2',
         '--eval_interval=2', '--eval_iters=1', '--log_interval=1']
 
 
-def sweep(runs_dir, *extra, rc=0, **env_vars):
+def python_for_ablate(where, script=None, before=''):
+    """A PYTHON for ablate.sh, written in the folder `where`: the sh code `before` first; then sweep.py (ablate.sh's
+    own logic) with this python, all but its config check (a torch import: seconds a launch, in tests about something
+    else; the check's own tests run it); then every other command line ("$@": train.py's, report.py's, an
+    analyzer's) through the sh code `script`, which exits 0 where it falls through. script None: this python runs
+    them."""
+    if script is None:
+        script = f'exec {sys.executable} "$@"'
+    os.makedirs(where, exist_ok=True)
+    wrapper = where / 'python'
+    wrapper.write_text(f'#!/bin/sh\n{before}\n[ "$1 $2" = "sweep.py check" ] && exit 0\n'
+                       f'[ "$1" = sweep.py ] && exec {sys.executable} "$@"\n{script}\nexit 0\n')
+    wrapper.chmod(0o755)
+    return str(wrapper)
+
+
+def stand_ins(log, fail=':'):
+    """sh code for python_for_ablate: each command line to the file log; train.py's stand-in finishes its run ($d) at
+    iteration 2 (summary.json, ckpt.pt), after the sh code fail; analyze.py's and needle_eval.py's write their file
+    of that iteration."""
+    return (f'echo "$*" >> {log}\n'
+            'case "$1" in\n'
+            '  train.py) for a in "$@"; do case "$a" in --out_dir=*) d=${a#--out_dir=} ;; esac; done\n'
+            f'            {fail}\n'
+            '            echo \'{"iter": 2}\' > "$d/summary.json"; touch "$d/ckpt.pt" ;;\n'
+            '  analyze.py) echo \'{"iter": 2}\' > "${2#--out_dir=}/analysis.json" ;;\n'
+            '  needle_eval.py) echo \'{"iter": 2}\' > "${2#--out_dir=}/needle_eval.json" ;;\n'
+            'esac')
+
+
+def sweep(runs_dir, *extra, rc=0, report=True, **env_vars):
+    """ablate.sh with the tiny settings (TINY: each run a few seconds, mostly torch's import); its output. report=False,
+    for a test that reads no results.md: report.py's stand-in exits 0 instead of rendering (seconds)."""
     env = dict(os.environ, PROFILE='cpu', VARIANTS='nanogpt diff_sym diff_gated', DEPTHS='3L 6L', SWEEP='t',
-               RUNS_DIR=str(runs_dir), PYTHON=sys.executable)
+               RUNS_DIR=str(runs_dir), OMP_NUM_THREADS='1')
     env.update(env_vars)
+    if 'PYTHON' not in env_vars:
+        env['PYTHON'] = python_for_ablate(runs_dir, None if report else
+                                          f'[ "$1" = report.py ] && exit 0\nexec {sys.executable} "$@"')
     env = {k: v for k, v in env.items() if v is not None}  # None: unset it
     p = subprocess.run(['bash', os.path.join(ROOT, 'ablate.sh'), *TINY, *extra], env=env, capture_output=True,
                        text=True, timeout=900)
@@ -56,7 +93,7 @@ def test_ablate_sweep_skip_resume_and_report(tmp_path):
     # its last eval, before its summary), writing the summary
     os.remove(root / 'nanogpt_3L_s1337' / 'summary.json')
     before = json.load(open(root / 'nanogpt_6L_s1337' / 'summary.json'))
-    out = sweep(tmp_path)
+    out = sweep(tmp_path, report=False)
     assert out.count('skip   ') == 4 and 'run    ' in out and '--init_from=resume' in out
     s = json.load(open(root / 'nanogpt_3L_s1337' / 'summary.json'))
     assert s['iter'] == 2 and s['finished']
@@ -94,7 +131,7 @@ def test_ablate_leaves_a_run_that_another_process_trains_alone(tmp_path, flock):
                               stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == 'locked'
-        out = sweep(tmp_path, VARIANTS='nanogpt diff_sym', DEPTHS='3L', **env)
+        out = sweep(tmp_path, VARIANTS='nanogpt diff_sym', DEPTHS='3L', report=False, **env)
     finally:
         holder.kill()
         holder.wait()
@@ -125,7 +162,8 @@ def test_ablate_does_not_start_a_run_after_a_stop_that_came_before_its_python(tm
 
 def test_ablate_exits_nonzero_when_runs_failed_after_writing_the_report(tmp_path):
     # a dataset that is not there: valid settings (ablate.sh's check passes them), a run that fails
-    out = sweep(tmp_path, '--dataset=no_such_dataset', rc=1, VARIANTS='nanogpt diff_sym', DEPTHS='3L')
+    out = sweep(tmp_path, '--dataset=no_such_dataset', rc=1, VARIANTS='nanogpt diff_sym', DEPTHS='3L',
+                PYTHON=sys.executable)  # the real check
     root = tmp_path / 't'
     assert sum(l.startswith('FAILED ') for l in out.splitlines()) == 2 and 'ablate.sh: 2 run(s) failed' in out
     for name in ('nanogpt_3L_s1337', 'diff_sym_3L_s1337'):
@@ -134,14 +172,17 @@ def test_ablate_exits_nonzero_when_runs_failed_after_writing_the_report(tmp_path
 
 
 def test_ablate_jobs_runs_in_parallel_the_same_runs(tmp_path):
-    one = sweep(tmp_path / 'one', VARIANTS='nanogpt diff_sym', DEPTHS='3L', SEEDS='1 2')
-    par = sweep(tmp_path / 'par', VARIANTS='nanogpt diff_sym', DEPTHS='3L', SEEDS='1 2', JOBS='3')
+    one = sweep(tmp_path / 'one', VARIANTS='nanogpt diff_sym', DEPTHS='3L', SEEDS='1 2', report=False)
+    par = sweep(tmp_path / 'par', VARIANTS='nanogpt diff_sym', DEPTHS='3L', SEEDS='1 2', JOBS='3', report=False)
     assert one.count('done   ') == par.count('done   ') == 4 and 'run, 0 skipped, 0 failed' in par
     for name in ('nanogpt_3L_s1', 'nanogpt_3L_s2', 'diff_sym_3L_s1', 'diff_sym_3L_s2'):
         a, b = (json.load(open(tmp_path / d / 't' / name / 'summary.json')) for d in ('one', 'par'))
         a['config'].pop('out_dir'), b['config'].pop('out_dir')
         assert a['config'] == b['config'] and a['final_val_loss'] == b['final_val_loss']  # same batches, same arithmetic
-    out = sweep(tmp_path / 'bad', '--dataset=no_such_dataset', rc=1, VARIANTS='nanogpt diff_sym', DEPTHS='3L', JOBS='2')
+    # runs that fail, two at once: train.py's stand-in fails as on a dataset that is not there (report.py's: exit 0)
+    failing = python_for_ablate(tmp_path / 'bad', 'case "$1" in train.py) echo no such dataset; exit 1 ;; esac')
+    out = sweep(tmp_path / 'bad', '--dataset=no_such_dataset', rc=1, VARIANTS='nanogpt diff_sym', DEPTHS='3L',
+                JOBS='2', PYTHON=failing)
     assert sum(l.startswith('FAILED ') for l in out.splitlines()) == 2 and 'ablate.sh: 2 run(s) failed' in out
     sweep(tmp_path / 'x', rc=2, JOBS='two')
 
@@ -149,7 +190,7 @@ def test_ablate_jobs_runs_in_parallel_the_same_runs(tmp_path):
 def test_ablate_analyze_runs_analyze_py_on_new_and_earlier_finished_runs(tmp_path):
     root = tmp_path / 't'
     kw = dict(VARIANTS='nanogpt softmax1', DEPTHS='3L', SEEDS='1 2')
-    sweep(tmp_path, **kw)  # without ANALYZE: no analysis
+    sweep(tmp_path, report=False, **kw)  # without ANALYZE: no analysis
     names = ['nanogpt_3L_s1', 'nanogpt_3L_s2', 'softmax1_3L_s1', 'softmax1_3L_s2']
     assert not any((root / n / 'analysis.json').exists() for n in names)
     # ANALYZE=1 on the finished sweep: every run analysed on its last checkpoint, none retrained
@@ -169,7 +210,7 @@ def test_ablate_analyze_runs_analyze_py_on_new_and_earlier_finished_runs(tmp_pat
     json.dump(dict(a, iter=1), open(root / 'nanogpt_3L_s2' / 'analysis.json', 'w'))
     os.remove(root / 'softmax1_3L_s1' / 'summary.json')
     os.remove(root / 'softmax1_3L_s1' / 'analysis.json')
-    out = sweep(tmp_path, ANALYZE='1', **kw)
+    out = sweep(tmp_path, ANALYZE='1', report=False, **kw)
     assert sum(l.startswith('analyzed ') for l in out.splitlines()) == 2
     assert 'done   ' in out and '1 run, 3 skipped (1 of them analyzed now)' in out
     assert json.load(open(root / 'softmax1_3L_s1' / 'analysis.json'))['iter'] == 2  # the resumed run's end
@@ -177,12 +218,12 @@ def test_ablate_analyze_runs_analyze_py_on_new_and_earlier_finished_runs(tmp_pat
     # a finished run without its checkpoint (a committed run copied back) is left as it is
     os.remove(root / 'nanogpt_3L_s1' / 'analysis.json')
     os.remove(root / 'nanogpt_3L_s1' / 'ckpt.pt')
-    out = sweep(tmp_path, ANALYZE='1', **kw)
+    out = sweep(tmp_path, ANALYZE='1', report=False, **kw)
     assert 'no ckpt.pt, so no analysis' in out and '0 run, 4 skipped (0 of them analyzed now), 0 failed' in out
     # an analysis that fails is reported and marked, and the sweep exits 1; the run stays finished
     (root / 'nanogpt_3L_s2' / 'ckpt.pt').write_text('not a checkpoint')
     os.remove(root / 'nanogpt_3L_s2' / 'analysis.json')
-    out = sweep(tmp_path, rc=1, ANALYZE='1', **kw)
+    out = sweep(tmp_path, rc=1, ANALYZE='1', report=False, **kw)
     assert 'FAILED ' + str(root / 'nanogpt_3L_s2') + ': analyze.py' in out
     assert 'analyze.py failed on 1 finished run(s)' in out and 'run(s) failed' not in out
     assert (root / 'nanogpt_3L_s2' / 'FAILED').exists() and (root / 'nanogpt_3L_s2' / 'summary.json').exists()
@@ -191,12 +232,8 @@ def test_ablate_analyze_runs_analyze_py_on_new_and_earlier_finished_runs(tmp_pat
 
 def fake_analyze_python(tmp_path, action):
     """A PYTHON for ablate.sh that runs train.py and report.py but, for analyze.py, runs `action` (python code)."""
-    wrapper = tmp_path / 'python'
-    wrapper.write_text('#!/usr/bin/env bash\n'
-                       f'[ "$1" = analyze.py ] && exec {sys.executable} -c "{action}"\n'
-                       f'exec {sys.executable} "$@"\n')
-    wrapper.chmod(0o755)
-    return str(wrapper)
+    return python_for_ablate(tmp_path, f'[ "$1" = analyze.py ] && exec {sys.executable} -c "{action}"\n'
+                                       f'exec {sys.executable} "$@"')
 
 
 def test_ablate_analyze_failing_after_training_and_stopped_by_sigterm(tmp_path):
@@ -276,7 +313,7 @@ def test_ablate_without_a_profile_on_a_cpu_says_which_to_pick(tmp_path):
 
 
 def test_ablate_demo_profile_runs_the_seeds_five(tmp_path):
-    out = sweep(tmp_path, PROFILE='demo', VARIANTS='nanogpt', DEPTHS='3L')
+    out = sweep(tmp_path, PROFILE='demo', VARIANTS='nanogpt', DEPTHS='3L', report=False)
     s = json.load(open(tmp_path / 't' / 'nanogpt_3L_s1337' / 'summary.json'))
     assert s['finished'] and s['config']['batch_size'] == 2  # the extra --key=value win over the profile
     assert 'done   ' in out
@@ -386,12 +423,10 @@ def test_ablate_counts_a_launcher_that_exits_1_after_a_stop_as_stopped(tmp_path)
 
 
 def _recording_python(tmp_path):
-    """A PYTHON for ablate.sh that records each train.py run's CUDA_VISIBLE_DEVICES, then runs it."""
-    wrapper = tmp_path / 'python'
-    wrapper.write_text(f"#!/bin/sh\ncase \"$*\" in *train.py*) echo \"${{CUDA_VISIBLE_DEVICES-unset}} $*\" >> "
-                       f"{tmp_path}/gpus.log ;; esac\nexec {sys.executable} \"$@\"\n")
-    wrapper.chmod(0o755)
-    return str(wrapper)
+    """A PYTHON for ablate.sh that records each train.py run's CUDA_VISIBLE_DEVICES instead of training: a run of 2
+    seconds, so that a sweep's runs overlap as real ones do."""
+    return python_for_ablate(tmp_path, f'case "$*" in *train.py*) echo "${{CUDA_VISIBLE_DEVICES-unset}} $*" >> '
+                                       f'{tmp_path}/gpus.log; sleep 2 ;; esac')
 
 
 @pytest.mark.parametrize('gpus,expected', [(None, {'0', '1', '2'}), ('5 7', {'5', '7'})])
@@ -428,11 +463,9 @@ def test_ablate_without_gpus_sets_no_device(tmp_path, smi):
 def test_ablate_gpt2_profile_runs_every_124M_config_in_its_own_sweep(tmp_path):
     """PROFILE=gpt2: the seven configs/<variant>_124M.py in order, their own schedule (no profile keys), in
     runs/fineweb_gpt2. A stand-in python records each train.py call, and the queue makes no folder ahead of its run."""
-    wrapper = tmp_path / 'python'
-    wrapper.write_text(f"#!/bin/sh\ncase \"$*\" in *train.py*) echo \"$* | $(ls {tmp_path}/fineweb_gpt2 | tr '\\n' ' ')\""
-                       f" >> {tmp_path}/calls.log ;; esac\nexit 0\n")
-    wrapper.chmod(0o755)
-    env = dict(os.environ, PROFILE='gpt2', RUNS_DIR=str(tmp_path), PYTHON=str(wrapper), SEEDS='3')
+    wrapper = python_for_ablate(tmp_path, f"case \"$*\" in *train.py*) echo \"$* | $(ls {tmp_path}/fineweb_gpt2 | "
+                                          f"tr '\\n' ' ')\" >> {tmp_path}/calls.log ;; esac")
+    env = dict(os.environ, PROFILE='gpt2', RUNS_DIR=str(tmp_path), PYTHON=wrapper, SEEDS='3')
     p = subprocess.run(['bash', os.path.join(ROOT, 'ablate.sh'), '--max_iters=2'], env=env, capture_output=True,
                        text=True, timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
@@ -448,10 +481,8 @@ def test_ablate_gpt2_profile_runs_every_124M_config_in_its_own_sweep(tmp_path):
 def test_ablate_sink_profile_runs_the_bigram_backcopy_configs_in_their_own_sweep(tmp_path):
     """PROFILE=sink: the six configs/bb_<variant>_2L.py, in order, with their own schedule (no profile keys), in
     runs/bigram_backcopy_sink; VARIANTS names variants without the bb_ prefix, which the profile adds."""
-    wrapper = tmp_path / 'python'
-    wrapper.write_text(f"#!/bin/sh\ncase \"$*\" in *train.py*) echo \"$*\" >> {tmp_path}/calls.log ;; esac\nexit 0\n")
-    wrapper.chmod(0o755)
-    env = dict(os.environ, PROFILE='sink', RUNS_DIR=str(tmp_path), PYTHON=str(wrapper), SEEDS='1 2')
+    wrapper = python_for_ablate(tmp_path, f'case "$*" in *train.py*) echo "$*" >> {tmp_path}/calls.log ;; esac')
+    env = dict(os.environ, PROFILE='sink', RUNS_DIR=str(tmp_path), PYTHON=wrapper, SEEDS='1 2')
     p = subprocess.run(['bash', os.path.join(ROOT, 'ablate.sh')], env=env, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
     calls = (tmp_path / 'calls.log').read_text().splitlines()
@@ -472,18 +503,9 @@ def test_ablate_retrieval_profile_runs_the_distractor_configs_and_scores_them_wi
     """PROFILE=retrieval: the six configs/nd_<variant>_2L.py in runs/needle_distractors_retrieval, with their own
     schedule; ANALYZE=1 runs needle_eval.py (not analyze.py) on each finished run, and a later ANALYZE=1 launch
     skips runs whose needle_eval.json exists."""
-    wrapper = tmp_path / 'python'
-    wrapper.write_text("#!/bin/sh\n"
-                       "[ \"$1\" = -c ] && exit 0\n"  # ablate.sh asking whether an analysis is current: yes
-                       f"echo \"$*\" >> {tmp_path}/calls.log\n"
-                       "case \"$1\" in\n"
-                       "  train.py) for a in \"$@\"; do case \"$a\" in --out_dir=*) d=${a#--out_dir=} ;; esac; done\n"
-                       "            touch \"$d/summary.json\" \"$d/ckpt.pt\" ;;\n"
-                       "  needle_eval.py) touch \"${2#--out_dir=}/needle_eval.json\" ;;\n"
-                       "esac\nexit 0\n")
-    wrapper.chmod(0o755)
-    env = dict(os.environ, PROFILE='retrieval', RUNS_DIR=str(tmp_path), PYTHON=str(wrapper), SEEDS='1',
-               ANALYZE='1')
+    # each run ends at iteration 2, and its needle_eval.json is of it: current, to sweep.py (no second scoring)
+    wrapper = python_for_ablate(tmp_path, stand_ins(tmp_path / 'calls.log'))
+    env = dict(os.environ, PROFILE='retrieval', RUNS_DIR=str(tmp_path), PYTHON=wrapper, SEEDS='1', ANALYZE='1')
     p = subprocess.run(['bash', os.path.join(ROOT, 'ablate.sh')], env=env, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
     calls = [c.split() for c in (tmp_path / 'calls.log').read_text().splitlines()]
@@ -504,10 +526,9 @@ def recorded_sweep(tmp_path, unset=(), args=(), **env_vars):
     """ablate.sh (with extra arguments args) with a python that writes each train.py command line to calls.log
     instead of training. Returns the process and every command line recorded so far in tmp_path, split into
     arguments."""
-    wrapper, log = tmp_path / 'python', tmp_path / 'calls.log'
-    wrapper.write_text(f"#!/bin/sh\ncase \"$*\" in *train.py*) echo \"$*\" >> {log} ;; esac\nexit 0\n")
-    wrapper.chmod(0o755)
-    env = dict(os.environ, RUNS_DIR=str(tmp_path), PYTHON=str(wrapper), **env_vars)
+    log = tmp_path / 'calls.log'
+    wrapper = python_for_ablate(tmp_path, f'case "$*" in *train.py*) echo "$*" >> {log} ;; esac')
+    env = dict(os.environ, RUNS_DIR=str(tmp_path), PYTHON=wrapper, **env_vars)
     for k in unset:
         env.pop(k, None)
     p = subprocess.run(['bash', os.path.join(ROOT, 'ablate.sh'), *args], env=env, capture_output=True, text=True,
@@ -579,20 +600,22 @@ def test_launches_at_once_with_other_settings_into_one_new_sweep_leave_one_setti
     """Six launches started together into a sweep that does not exist yet, each with its own dropout: one writes
     the sweep's settings, whole, and the other five are refused against them, before any of their runs (the old
     check-then-write let several through, each then training under its own settings in one sweep)."""
-    wrapper, log = tmp_path / 'python', tmp_path / 'calls.log'
-    wrapper.write_text(f"#!/bin/sh\ncase \"$*\" in *train.py*) echo \"$*\" >> {log} ;; esac\nexit 0\n")
-    wrapper.chmod(0o755)
-    # a gate just before the check: ablate.sh sorts the settings it is about to check, and this sort waits for a
-    # lock the test holds until all six have come to it; releasing it wakes them at once, so that they reach the
-    # check together, not one by one. (A lock, not a fifo: a reader that opened the fifo after its writer had come
-    # and gone waited for ever; a late one here passes at once.)
-    gate, bin_dir = tmp_path / 'gate', tmp_path / 'bin'
-    bin_dir.mkdir()
-    (bin_dir / 'sort').write_text(f"#!/bin/sh\ntouch {tmp_path}/arrived.$$\nflock -s {gate} true\n"
-                                  f"exec {shutil.which('sort')} \"$@\"\n")
-    (bin_dir / 'sort').chmod(0o755)
-    env = dict(os.environ, RUNS_DIR=str(tmp_path), PYTHON=str(wrapper), PROFILE='demo', VARIANTS='nanogpt',
-               SWEEP='s', PATH=f"{bin_dir}:{os.environ['PATH']}")
+    # the worst order: each launch's `sweep.py plan` runs here, looks for sweep_settings, finds none, and waits at a
+    # gate (a lock the test holds) until all six have looked; releasing it wakes them at once, each sure the file is
+    # absent, so a check-then-write lets every one through. (A lock, not a fifo: a reader that opened the fifo after
+    # its writer had come and gone waited for ever; a late one here passes at once.)
+    gate, gated, log = tmp_path / 'gate', tmp_path / 'gated_plan.py', tmp_path / 'calls.log'
+    gated.write_text(f"import fcntl, os, sys\nsys.path.insert(0, {ROOT!r})\nimport sweep\nexists = os.path.exists\n\n\n"
+                     "def looked(path):\n"
+                     "    seen = exists(path)\n"
+                     "    if os.path.basename(path) == 'sweep_settings':\n"
+                     f"        open(os.path.join({str(tmp_path)!r}, f'arrived.{{os.getpid()}}'), 'w').close()\n"
+                     f"        fcntl.flock(open({str(gate)!r}), fcntl.LOCK_SH)\n"
+                     "    return seen\n\n\n"
+                     "os.path.exists = looked\nsys.exit(sweep.main(sys.argv[2:]))\n")
+    wrapper = python_for_ablate(tmp_path, f'case "$*" in *train.py*) echo "$*" >> {log} ;; esac',
+                                before=f'[ "$1 $2" = "sweep.py plan" ] && exec {sys.executable} {gated} "$@"')
+    env = dict(os.environ, RUNS_DIR=str(tmp_path), PYTHON=wrapper, PROFILE='demo', VARIANTS='nanogpt', SWEEP='s')
     held = open(gate, 'w')
     fcntl.flock(held, fcntl.LOCK_EX)
     procs = [subprocess.Popen(['bash', os.path.join(ROOT, 'ablate.sh'), f'--dropout=0.{i}'], env=env,
@@ -601,7 +624,7 @@ def test_launches_at_once_with_other_settings_into_one_new_sweep_leave_one_setti
     while len(list(tmp_path.glob('arrived.*'))) < 6 and time.time() < deadline:
         time.sleep(0.05)
     time.sleep(0.2)  # from touching arrived to waiting on the lock
-    held.close()  # releases the lock: every waiting sort goes on at once
+    held.close()  # releases the lock: every waiting launch goes on at once
     try:
         rcs = [p.wait(timeout=120) for p in procs]
     finally:
@@ -614,11 +637,22 @@ def test_launches_at_once_with_other_settings_into_one_new_sweep_leave_one_setti
     assert not list((tmp_path / 's').glob('.sweep_settings*'))  # no temporary file left
 
 
-def test_ablate_sweep_settings_leave_out_the_keys_train_py_lets_a_resume_change():
-    import re
-    import train
-    text = open(os.path.join(ROOT, 'ablate.sh')).read()
-    assert set(re.search(r'FREE_KEYS="([^"]*)"', text)[1].split()) == set(train.FREE_ON_RESUME)
+def test_sweep_settings_leave_out_the_keys_a_resume_may_change(tmp_path):
+    """sweep_settings keeps what the runs compute, not where or how they compute it (config.py's FREE_ON_RESUME,
+    which sweep.py reads from config.py's text, without torch): a launch that changes only those keys joins the
+    sweep; every other key is kept, so a launch that changes it is refused."""
+    import config
+    assert sweep_py.FREE_ON_RESUME == config.FREE_ON_RESUME
+    env = dict(PROFILE='demo', VARIANTS='nanogpt', SWEEP='s')
+    p, calls = recorded_sweep(tmp_path, **env)
+    assert p.returncode == 0 and len(calls) == 1, p.stderr
+    free = [f'--{k}=x' for k in config.FREE_ON_RESUME if k not in ('out_dir', 'init_from')]  # those: the sweep's
+    p, calls = recorded_sweep(tmp_path, args=free, **env)
+    assert p.returncode == 0 and len(calls) == 2, p.stderr
+    demo = sweep_py.sweep_from_env(dict(PROFILE='demo'), [])
+    assert demo.settings([f'--{k}=x' for k in config.FREE_ON_RESUME]) == demo.settings([])
+    for key in set(config.DEFAULTS) - set(config.FREE_ON_RESUME):
+        assert f'--{key}=x' in demo.settings([f'--{key}=x']), key
 
 
 @pytest.mark.parametrize('leak, variants', [('zero_future', ['nanogpt', 'diff']), ('time_norm', None)])
@@ -683,3 +717,104 @@ def test_ablate_refuses_sequential_windows_on_record_datasets(tmp_path):
     assert p.returncode == 2 and 'PROFILE=sink trains on fixed-length records' in p.stderr, p.stderr
     assert not any(tmp_path.iterdir())
 
+
+
+def test_the_tables_name_variants_that_have_configs():
+    """sweep.py's tables agree: each profile's default variants are rows of the variants' table, each (under the
+    profile's prefix) and each default depth has a config (sweep_from_env refuses one that has none), and the
+    comparisons name the table's variants (diffv2: needle configs of its own, configs/needle_diffv2.py)."""
+    names = {name for name, _, _ in sweep_py.VARIANTS}
+    for name, profile in sweep_py.PROFILES.items():
+        assert set((profile.variants or sweep_py.DEFAULT_VARIANTS).split()) <= names, name
+        assert sweep_py.sweep_from_env(dict(PROFILE=name), []).configs(), name
+    assert sweep_py.sweep_from_env(dict(PROFILE='full', LEAK='time_norm'), []).variants == ['diff', 'diff_sym']
+    for measure, pairs in sweep_py.PAIRS.items():
+        assert {v for pair in pairs for v in pair} - names <= {'diffv2'}, measure
+
+
+def test_a_slurm_task_runs_its_line_of_the_list(tmp_path):
+    """A task of SLURM=1's array (ABLATE_RUNS and SLURM_ARRAY_TASK_ID set) runs line SLURM_ARRAY_TASK_ID of the list
+    written at submission, "config folder seed", a folder with spaces too; a task without its line is refused."""
+    listed = tmp_path / 'runs'
+    listed.write_text('configs/nanogpt_3L.py runs/s/nanogpt_3L_s1 1\nconfigs/diff_3L.py my runs/s/diff_3L_s2 2\n')
+    env = dict(ABLATE_RUNS=str(listed), SLURM_ARRAY_TASK_ID='1')
+    assert sweep_py.slurm_task(env) == ('1', ('configs/diff_3L.py', 'my runs/s/diff_3L_s2', '2'))
+    assert sweep_py.slurm_task(dict(env, SLURM_ARRAY_TASK_ID='')) == (None, None)  # not a task: every run
+    with pytest.raises(sweep_py.Refused, match='Slurm task 2 has no line in'):
+        sweep_py.slurm_task(dict(env, SLURM_ARRAY_TASK_ID='2'))
+
+
+# bash 4 and later, which macOS's bash 3.2 lacks: (pattern in ablate.sh's code, what to write instead)
+BASH4 = [(r'\b(declare|local|typeset)\s+-\w*[An]', 'associative arrays, namerefs (4.0, 4.3): indexed arrays'),
+         (r'\bwait\s+-n\b', 'wait -n (4.3): poll jobs -rp, wait PID, sleep'),
+         (r'\b(mapfile|readarray)\b', 'mapfile, readarray (4.0): a while read loop'),
+         (r'\$\{[#!]?\w+(\[[^]]*\])?(,|\^)', '${x,,}, ${x^^} (4.0): tr'),
+         (r'\$\{\w+(\[[^]]*\])?@\w\}', '${x@Q} (4.4): printf %q'),
+         (r'\$\{\w+\[-', 'a negative index (4.3): ${#a[@]} - 1'),
+         (r'\bcoproc\b', 'coproc (4.0): a fifo'),
+         (r'&>>', '&>> (4.0): >>file 2>&1'),
+         (r'\|&', '|& (4.0): 2>&1 |'),
+         (r';;&|;&', 'a case fall-through (4.0)'),
+         (r'\[\[?\s+-v\s', 'test -v (4.2): ${x+set}'),
+         (r'\bshopt\s+-s\s+(globstar|lastpipe|autocd|checkjobs|direxpand|inherit_errexit)', 'a bash 4 shopt'),
+         (r'\$\{?(BASHPID|EPOCHSECONDS|EPOCHREALTIME)\b', 'a bash 4 or 5 variable'),
+         (r'%\([^)]*\)T', "printf's %(...)T (4.2): date"),
+         (r'\btaskset\b', 'taskset: Linux only')]
+
+
+def bash4_constructs(text):
+    """The lines of a script's code (comments left out) that need more than bash 3.2, or that need flock (not on
+    macOS) rather than use it where `command -v flock` finds one, each with what to write instead."""
+    found = []
+    for n, line in enumerate(text.splitlines(), 1):
+        code = re.sub(r'(^|\s)#.*', '', line)
+        found += [(n, line.strip(), instead) for pattern, instead in BASH4 if re.search(pattern, code)]
+        if re.search(r'\bflock\b', code) and 'command -v flock' not in code:
+            found.append((n, line.strip(), 'flock only where `command -v flock` finds one'))
+    return found
+
+
+def test_ablate_sh_is_bash_3_2():
+    """ablate.sh runs under macOS's bash 3.2: none of bash 4's constructs, and no command that macOS lacks. (No bash
+    3.2 here to run it in; test_ablate_runs_under_bash_3_2 does where there is one.)"""
+    assert bash4_constructs(open(os.path.join(ROOT, 'ablate.sh')).read()) == []
+    sample = ('declare -A seen\nwhile [ $n -gt 0 ]; do wait -n; done\nmapfile -t runs < list\necho "${v,,} ${v^^}"\n'
+              'cmd &>> log\ncmd |& tee\nflock -n "$d/.lock" true  # a comment: wait -n\ntaskset -c 0 python\n'
+              'command -v flock >/dev/null && flock -n x true\n# declare -A in a comment\nlocal -n ref=$1\n')
+    assert [n for n, _, _ in bash4_constructs(sample)] == [1, 2, 3, 4, 5, 6, 7, 8, 11]
+
+
+def bash_3_2():
+    """A bash 3.2 to run ablate.sh with: $ABLATE_BASH32, or /bin/bash where it is one (macOS); else None."""
+    for bash in (os.environ.get('ABLATE_BASH32'), '/bin/bash'):
+        if bash and os.access(bash, os.X_OK):
+            p = subprocess.run([bash, '-c', 'echo $BASH_VERSION'], capture_output=True, text=True)
+            if p.stdout.startswith('3.2'):
+                return bash
+    return None
+
+
+def test_ablate_runs_under_bash_3_2(tmp_path):
+    """Under bash 3.2 (set -u takes an empty array for unbound there), with a stand-in python: the sink profile's
+    empty schedule and no extra arguments, two runs at once on two GPUs, a resume and a run that fails; then
+    ANALYZE=1 retries the failed run and analyses the others."""
+    bash = bash_3_2()
+    if bash is None:
+        pytest.skip('no bash 3.2 here (set ABLATE_BASH32 to one)')
+    once = tmp_path / 'failed'  # softmax1_2L_s2 fails the first time
+    fail = f'case "$d" in *softmax1_2L_s2) [ -f {once} ] || {{ touch {once}; exit 3; }} ;; esac'
+    fake = stand_ins(tmp_path / 'calls.log', fail)
+    env = dict(os.environ, PROFILE='sink', VARIANTS='nanogpt softmax1', SEEDS='1 2', JOBS='2', GPUS='0 1',
+               RUNS_DIR=str(tmp_path), PYTHON=python_for_ablate(tmp_path, fake))
+    root = tmp_path / 'bigram_backcopy_sink'
+    (root / 'bb_nanogpt_2L_s2').mkdir(parents=True)
+    (root / 'bb_nanogpt_2L_s2' / 'ckpt.pt').write_text('')
+    p = subprocess.run([bash, os.path.join(ROOT, 'ablate.sh')], env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 1 and 'ablate.sh: 1 run(s) failed' in p.stderr, p.stdout + p.stderr
+    assert 'sweep ' + str(root) + ': 3 run, 0 skipped, 1 failed, 0 busy elsewhere' in p.stdout
+    calls = (tmp_path / 'calls.log').read_text().splitlines()
+    assert f'train.py configs/bb_nanogpt_2L.py --seed=2 --out_dir={root}/bb_nanogpt_2L_s2 --init_from=resume ' \
+           '--resume_strict=True' in calls and calls[-1] == f'report.py {root}'
+    p = subprocess.run([bash, os.path.join(ROOT, 'ablate.sh')], env=dict(env, ANALYZE='1'), capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0 and '1 run, 3 skipped (3 of them analyzed now), 0 failed' in p.stdout, p.stdout + p.stderr

@@ -3,7 +3,6 @@ Slurm cluster (tests/slurm_local.sh; skipped where Slurm's packages cannot be in
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -16,6 +15,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 import dataset  # noqa: E402
 from model import load_checkpoint  # noqa: E402
+from test_ablate import python_for_ablate  # noqa: E402
 from test_train import TINY, read_log  # noqa: E402
 
 
@@ -105,14 +105,33 @@ SMALL = ['--n_layer=1', '--n_embd=32', '--n_head=2', '--block_size=16', '--batch
 
 
 def ablate(env, runs_dir, *args, extra=()):
+    """SLURM=1 ./ablate.sh, whose PYTHON (also its tasks' and the report job's) skips sweep.py's config check: a torch
+    import in each task, tested in test_ablate.py."""
     e = dict(env, RUNS_DIR=str(runs_dir), PROFILE='demo', VARIANTS='nanogpt diff', SEEDS='1 2', SLURM='1')
     e.update(extra)
+    if 'PYTHON' not in extra:
+        e['PYTHON'] = python_for_ablate(runs_dir)
     return subprocess.run(['./ablate.sh', *SMALL, *args], cwd=ROOT, env=e, capture_output=True, text=True,
                           timeout=120)
 
 
+# train.py's stand-in where the test is about the job array: a line 'step 0:' in train.log and a finished
+# summary.json with the run's seed and the schedule's last step, which report.py renders
+FAKE_TRAIN = """import json, os, sys
+a = dict(x[2:].split('=', 1) for x in sys.argv[2:] if x.startswith('--'))
+print('step 0: train.py stand-in,', sys.argv[1])
+cfg = dict(dataset='shakespeare_char', seed=int(a['seed']), max_iters=int(a['max_iters']))
+json.dump(dict(config=cfg, finished=True, iter=cfg['max_iters'], final_train_loss=2.0, final_val_loss=2.1,
+               n_params=1e5, tokens_per_sec=1e3, wall_time_s=1.0, device='cpu', dtype='float32'),
+          open(os.path.join(a['out_dir'], 'summary.json'), 'w'))
+"""
+
+
 def test_slurm_array_runs_each_run_once_and_reports(slurm, tmp_path):
-    p = ablate(slurm, tmp_path, '--max_iters=3', '--lr_decay_iters=3', '--eval_interval=3')
+    (tmp_path / 'fake_train.py').write_text(FAKE_TRAIN)
+    python = python_for_ablate(tmp_path, f'[ "$1" = train.py ] && shift && exec {sys.executable} '
+                                         f'{tmp_path}/fake_train.py "$@"\nexec {sys.executable} "$@"')
+    p = ablate(slurm, tmp_path, '--max_iters=3', '--lr_decay_iters=3', '--eval_interval=3', extra=dict(PYTHON=python))
     assert p.returncode == 0 and 'submitted 4 run(s) of 4 as Slurm array job' in p.stdout, p.stdout + p.stderr
     wait_for_queue(slurm)
     sweep = tmp_path / 'shakespeare_demo'
@@ -123,7 +142,7 @@ def test_slurm_array_runs_each_run_once_and_reports(slurm, tmp_path):
         assert s['finished'] and s['iter'] == 3 and s['config']['seed'] == int(r[-1])
         assert (sweep / r / 'train.log').read_text().count('step 0:') == 1
     assert '| 3L |' in (sweep / 'results.md').read_text()  # the report job ran after the array
-    p = ablate(slurm, tmp_path, '--max_iters=3', '--lr_decay_iters=3', '--eval_interval=3')
+    p = ablate(slurm, tmp_path, '--max_iters=3', '--lr_decay_iters=3', '--eval_interval=3', extra=dict(PYTHON=python))
     assert p.returncode == 0 and 'every run of' in p.stdout and 'submitted' not in p.stdout, p.stdout + p.stderr
 
 

@@ -1,4 +1,5 @@
-"""report.py: Student's t without scipy, the comparisons, the labels, and results.md as a pure function of the runs."""
+"""report.py: the t-tests (scipy's Student's t), the comparisons, the labels, and results.md as a pure function of the
+runs."""
 import json
 import math
 import os
@@ -60,36 +61,21 @@ def cells(line):
 
 # ----------------------------------------------------------------------------- Student's t
 
-def test_t_quantile_matches_the_table():
-    # two-sided 95% and 99% critical values of Student's t, from any printed table
-    table = {1: (12.706, 63.657), 2: (4.303, 9.925), 3: (3.182, 5.841), 4: (2.776, 4.604), 5: (2.571, 4.032),
-             10: (2.228, 3.169), 20: (2.086, 2.845), 30: (2.042, 2.750)}
-    for df, (t975, t995) in table.items():
-        assert abs(report.t_quantile(0.975, df) - t975) < 6e-4, df
-        assert abs(report.t_quantile(0.995, df) - t995) < 6e-4, df
-        assert report.t_quantile(0.025, df) == -report.t_quantile(0.975, df)
-    assert abs(report.t_quantile(0.975, 1e6) - 1.960) < 6e-4  # the normal limit
-    assert report.t_quantile(0.5, 3) == pytest.approx(0.0, abs=1e-12)
-
-
-def test_t_cdf_closed_forms_and_inverse():
-    # df = 1 is Cauchy: F(t) = 1/2 + atan(t)/pi; df = 2: F(t) = 1/2 + t / (2 sqrt(2 + t^2))
-    for t in (-300.0, -12.706, -3.0, -0.5, 0.0, 0.01, 0.7, 2.0, 4.303, 40.0, 1e4):
-        assert report.t_cdf(t, 1) == pytest.approx(0.5 + math.atan(t) / math.pi, abs=1e-12)
-        assert report.t_cdf(t, 2) == pytest.approx(0.5 + t / (2 * math.sqrt(2 + t * t)), abs=1e-12)
-    for df in (1, 2.5, 7, 60):  # fractional df: Welch's
-        for q in (0.6, 0.9, 0.975, 0.999):
-            assert report.t_cdf(report.t_quantile(q, df), df) == pytest.approx(q, abs=1e-10)
-
-
-def test_betainc_identities_on_both_branches():
-    # I_x(a, 1) = x^a, I_x(1, b) = 1 - (1 - x)^b, on both sides of the switch at x = (a + 1) / (a + b + 2)
-    for x in (1e-6, 0.05, 0.3, 0.5, 0.7, 0.95, 0.999999):
-        for a in (0.5, 2.0, 7.5):
-            assert report.betainc(a, 1.0, x) == pytest.approx(x ** a, rel=1e-10, abs=1e-14)
-            assert report.betainc(1.0, a, x) == pytest.approx(1 - (1 - x) ** a, rel=1e-10, abs=1e-14)
-        assert report.betainc(3.0, 0.5, x) == pytest.approx(1 - report.betainc(0.5, 3.0, 1 - x), abs=1e-12)
-    assert report.betainc(2.0, 0.5, 0.0) == 0.0 and report.betainc(2.0, 0.5, 1.0) == 1.0
+def test_t_test_interval_and_p_match_the_table_and_closed_forms():
+    """t_test's 95% interval is diff +- t(0.975, df) se, t from any printed table (1.960: the normal limit); its p is
+    the two-sided tail, in closed form for df = 1 (Cauchy: 1 - 2 atan|t| / pi) and df = 2 (1 - |t| / sqrt(2 + t^2)),
+    and 0.05 at the interval's end, fractional (Welch's) df too."""
+    table = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 10: 2.228, 20: 2.086, 30: 2.042, 1e6: 1.960}
+    for df, t975 in table.items():
+        lo, hi, _ = report.t_test(0.5, 0.1, df)
+        assert (lo, hi) == (pytest.approx(0.5 - 0.1 * t975, abs=6e-5), pytest.approx(0.5 + 0.1 * t975, abs=6e-5)), df
+    for t in (-300.0, -12.706, -3.0, -0.5, 0.01, 0.7, 2.0, 4.303, 40.0, 1e4):
+        assert report.t_test(t, 1.0, 1)[2] == pytest.approx(1 - 2 * math.atan(abs(t)) / math.pi, rel=1e-8)
+        assert report.t_test(t, 1.0, 2)[2] == pytest.approx(1 - abs(t) / math.sqrt(2 + t * t), rel=1e-8)
+    for df in (1, 2.5, 7, 60):
+        half = report.t_test(0.0, 1.0, df)[1]
+        assert report.t_test(half, 1.0, df)[2] == pytest.approx(0.05, rel=1e-9)
+        assert report.t_test(-2 * half, 2.0, df)[2] == pytest.approx(0.05, rel=1e-9)
 
 
 def test_paired_t_by_hand():
@@ -479,8 +465,10 @@ def rerender_matches(folder, tmp):
         return f.read() == g.read()
 
 
-def test_committed_results_rerender_byte_for_byte(tmp_path):
-    # every committed sweep under results/; none committed yet is a pass for that reason alone
+def test_committed_results_rerender_byte_for_byte(tmp_path, monkeypatch):
+    # every committed sweep under results/; none committed yet is a pass for that reason alone. The plots are not
+    # drawn: results.md does not depend on them (test_markdown_does_not_depend_on_matplotlib)
+    monkeypatch.setattr(report, 'plots', lambda data, root: [])
     for i, folder in enumerate(sweep_folders(os.path.join(ROOT, 'results'))):
         (tmp_path / str(i)).mkdir()
         assert rerender_matches(folder, str(tmp_path / str(i))), f'{folder}/results.md is not what report.py renders'
@@ -583,9 +571,17 @@ def test_runs_that_differ_in_more_than_their_seed_are_named_in_a_warning(tmp_pat
     assert '`attn`' not in warning and '`device`' not in warning and '`seed`' not in warning
 
 
-def test_report_compares_the_keys_train_py_lets_a_resume_change():
-    import train
-    assert set(report.FREE_KEYS) == set(train.FREE_ON_RESUME) | {'seed'}
+def test_seeds_of_a_cell_may_differ_in_the_keys_a_resume_may_change(tmp_path):
+    """Within a cell, runs may differ in the keys that say where and how they ran (config.py's FREE_ON_RESUME) and in
+    their seed without a warning; any other key is named."""
+    import config
+    make_run(tmp_path, 'nanogpt_3L_s1', 1.50, n_layer=3, **{k: f'here {k}' for k in config.FREE_ON_RESUME})
+    make_run(tmp_path, 'nanogpt_3L_s2', 1.52, n_layer=3, **{k: f'there {k}' for k in config.FREE_ON_RESUME})
+    assert 'mixed settings' not in report.markdown(report.load_runs(tmp_path))
+    make_run(tmp_path, 'nanogpt_3L_s3', 1.51, n_layer=4)
+    warning = report.markdown(report.load_runs(tmp_path)).split('**Warning: mixed settings.**')[1].split('\n## ')[0]
+    assert '`n_layer`: 3 (nanogpt_3L_s1, nanogpt_3L_s2) / 4 (nanogpt_3L_s3)' in warning
+    assert all(f'`{k}`' not in warning for k in ('seed', *config.FREE_ON_RESUME))
 
 
 def test_a_corrupt_summary_is_named_without_a_traceback(tmp_path):

@@ -1,0 +1,436 @@
+"""
+ablate.sh's bookkeeping, where Python does it better than bash: what a sweep is (the profiles, the variants, its
+runs), the checks of ablate.sh's environment variables and extra arguments, the settings a sweep's runs share (kept
+in <sweep>/sweep_settings), whether an analysis is current, and the Slurm submission. ablate.sh keeps the rest: the
+pool of runs at once and their GPUs, starting train.py, stops, FAILED files and exit statuses.
+
+  python sweep.py check [--key=value ...]    # the environment and every config with the schedule and the extra
+                                             # arguments, as train.py checks them; exit 2 with the reason
+  python sweep.py plan [--key=value ...]     # the sweep as shell assignments, which ablate.sh evals; keeps its
+                                             # settings in sweep_settings, or refuses other ones (exit 2)
+  python sweep.py submit [--key=value ...]   # SLURM=1: an array job of the unfinished runs, report.py's job after it
+  python sweep.py analyzed ANALYSIS RUN      # exit 0 where RUN/ANALYSIS is of the run's last checkpoint
+
+The variables (PROFILE, VARIANTS, DEPTHS, SEEDS, ...) come from the environment, as ablate.sh's header documents.
+No torch here outside `check`: report.py imports this file for the variants, and a Slurm login node that submits
+a sweep may have no torch.
+"""
+import ast
+import glob
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# ----------------------------------------------------------------------------- the variants
+
+# Every variant once, for ablate.sh and report.py: its configs are configs/<name>_<depth>.py, its runs
+# <name>_<depth>_s<seed>; its label in results.md; a column of the seed notes' table (True, in the seed's order) or
+# one of ours (after them). A new variant: a row here, its configs, and its comparisons in PAIRS.
+VARIANTS = [
+    # name                 label                     the seed's
+    ('nanogpt',            'nanogpt',                True),
+    ('diff',               'gpt+Diff',               True),
+    ('sym',                'gpt+Sym',                True),
+    ('diff_sym',           'gpt+Diff+Sym',           True),
+    ('norm_sym',           'Norm+Sym',               True),
+    ('sym_noself',         'Sym, no self',           False),
+    ('gated',              'Gated (G1)',             False),
+    ('gated_headwise',     'Gated (G1, headwise)',   False),
+    ('softmax1',           'Softmax-1',              False),
+    ('diff_gated',         'Diff+Gated',             False),
+    ('orthoadam',          'OrthoAdam',              False),
+    ('softmax1_orthoadam', 'Softmax-1 + OrthoAdam',  False),
+]
+# the same variants in other settings, named <prefix><name> and labelled <label prefix><label>: ARCH=llama (the Diff
+# paper's RMSNorm/SwiGLU/RoPE layer), PROFILE=sink (bb_: Bigram-Backcopy) and PROFILE=retrieval (nd_: needles with
+# distractors)
+PREFIXES = {'llama_': 'llama ', 'bb_': 'BB ', 'nd_': 'ND '}
+# (reference A, variant B): the gaps B - A that the claims are about, in the order results.md lists them, by measure
+PAIRS = dict(
+    loss=[('nanogpt', 'diff'), ('sym', 'diff_sym'), ('sym', 'norm_sym'), ('nanogpt', 'sym'), ('nanogpt', 'gated'),
+          ('nanogpt', 'softmax1'), ('sym', 'sym_noself'), ('nanogpt', 'gated_headwise'), ('nanogpt', 'orthoadam'),
+          ('nanogpt', 'softmax1_orthoadam')],  # final val loss
+    lambda_full=[('diff', 'diff_sym')],  # the seed's lambda claim: the distance of lambda_full from 1
+    sink=[('nanogpt', 'softmax1'), ('nanogpt', 'gated'), ('nanogpt', 'gated_headwise'), ('nanogpt', 'orthoadam'),
+          ('nanogpt', 'softmax1_orthoadam')],  # the sink claims, in analyze.py's measures
+    # the retrieval claim, in needle_eval.py's measures (diffv2: configs/needle_diffv2.py, no variant configs)
+    needle=[('nanogpt', 'diff'), ('nanogpt', 'sym'), ('nanogpt', 'diff_sym'), ('nanogpt', 'gated'),
+            ('nanogpt', 'softmax1'), ('nanogpt', 'diffv2'), ('sym', 'diff_sym')],
+)
+
+
+def with_prefixes(items):
+    """items (variant names, or tuples of them) and then their copies under each prefix."""
+    def add(p, v):
+        return tuple(p + x for x in v) if isinstance(v, tuple) else p + v
+    return list(items) + [add(p, v) for p in PREFIXES for v in items]
+
+
+LABELS = {name: label for name, label, _ in VARIANTS}
+LABELS.update({p + v: lp + label for p, lp in PREFIXES.items() for v, label in list(LABELS.items())})
+
+# ----------------------------------------------------------------------------- the profiles
+
+
+@dataclass(frozen=True)
+class Profile:
+    schedule: str  # the train.py arguments of every run ('': the configs hold the schedule)
+    depths: str    # DEPTHS' default
+    variants: str = ''  # VARIANTS' default where not DEFAULT_VARIANTS
+    data: str = 'shakespeare'  # the sweep's name: <data>_<profile>...
+    prefix: str = ''           # its configs: configs/<prefix><variant>_<depth>.py (with ARCH=nanogpt)
+    records: bool = False      # trains on fixed-length records, so no WINDOWS=sequential
+    analyzer: str = 'analyze.py'   # what ANALYZE=1 runs on each finished run,
+    analysis: str = 'analysis.json'  # and the file it writes there
+
+
+DEFAULT_VARIANTS = 'nanogpt diff sym diff_sym norm_sym gated softmax1 diff_gated'  # the seed's five, then ours
+PROFILES = dict(
+    # the seed notes' schedule: a GPU job
+    full=Profile('--max_iters=5000 --lr_decay_iters=5000 --warmup_iters=100 --dropout=0.2 --eval_interval=250 '
+                 '--eval_iters=200 --log_interval=10', '3L 6L 8L'),
+    cpu=Profile('--max_iters=150 --lr_decay_iters=150 --warmup_iters=15 --dropout=0.0 --eval_interval=50 '
+                '--eval_iters=10 --log_interval=10 --device=cpu', '3L 6L'),
+    # nanoGPT's shakespeare_char learning rate (1e-3, min 1e-4) on 500 steps: about 8 minutes a 3-layer run on 2 CPU
+    # cores in bf16 (about twice that in fp32), far enough past the bigram plateau (2.5) for variants to differ
+    cpu_long=Profile('--max_iters=500 --lr_decay_iters=500 --warmup_iters=50 --learning_rate=1e-3 --min_lr=1e-4 '
+                     '--dropout=0.0 --eval_interval=100 --eval_iters=20 --log_interval=10 --device=cpu', '3L'),
+    # a first look at the workflow on a laptop: the seed's five at 3L, 100 steps at batch 16 (about half a minute a
+    # run on 2 CPU cores); too short for the variants to separate
+    demo=Profile('--max_iters=100 --lr_decay_iters=100 --warmup_iters=10 --learning_rate=1e-3 --min_lr=1e-4 '
+                 '--batch_size=16 --dropout=0.0 --eval_interval=50 --eval_iters=5 --log_interval=10', '3L',
+                 'nanogpt diff sym diff_sym norm_sym'),
+    # GPT-2 small on web text: the configs hold the schedule (a 2.5B-token budget, configs/base_gpt2.py)
+    gpt2=Profile('', '124M', 'nanogpt diff diff_sym sym gated softmax1 sym_noself', data='fineweb'),
+    # the sink claims where the baseline has a sink: Bigram-Backcopy (data/bigram_backcopy), 2 layers; the configs
+    # (configs/bb_*_2L.py) hold the schedule, a few minutes a run on one CPU core
+    sink=Profile('', '2L', 'nanogpt softmax1 gated gated_headwise orthoadam softmax1_orthoadam',
+                 data='bigram_backcopy', prefix='bb_', records=True),
+    # the retrieval claim where the baseline misses: needles with distractors (data/needle_distractors), 2 layers;
+    # the configs (configs/nd_*_2L.py) hold the schedule, about 2 minutes a run on one CPU core
+    retrieval=Profile('', '2L', 'nanogpt diff sym diff_sym gated softmax1', data='needle_distractors', prefix='nd_',
+                      records=True, analyzer='needle_eval.py', analysis='needle_eval.json'),
+    # the seed author's loop as far as it is published (results/seed_table_explained.md, session 12): as many
+    # windows as one epoch over every stride-1 window of the whole text at batch 32 (35,000 steps, ~280 passes over
+    # the train split), lr 3e-4, dropout 0.1. Assumed where unpublished: a constant lr and plain Adam (no weight
+    # decay, beta2 0.999, no clipping), as a generated training loop has them. Its losses on the training text
+    # (report.py's "train (eval)") go beside the seed's table; a GPU job, about 16 hours a 3-layer run on a CPU core
+    seed_pipeline=Profile('--max_iters=35000 --decay_lr=False --learning_rate=3e-4 --weight_decay=0.0 --beta2=0.999 '
+                          '--grad_clip=0.0 --dropout=0.1 --eval_interval=2500 --eval_iters=200 --log_interval=10',
+                          '3L 6L 8L'),
+)
+LEAKS = ('zero_future', 'off_by_one', 'after_norm', 'time_norm')  # model.py's GPTConfig.leak, but 'none'
+
+
+def read_free_on_resume():
+    """config.FREE_ON_RESUME, the keys a resume may change (where and how a run is computed, not what it computes),
+    read from config.py's text: importing config imports model and torch, which report.py and a Slurm login node
+    do without."""
+    with open(os.path.join(HERE, 'config.py')) as f:
+        tree = ast.parse(f.read())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and [getattr(t, 'id', None) for t in node.targets] == ['FREE_ON_RESUME']:
+            return ast.literal_eval(node.value)
+    raise RuntimeError("config.py has no FREE_ON_RESUME = (...) of literal strings")
+
+
+FREE_ON_RESUME = read_free_on_resume()
+
+# ----------------------------------------------------------------------------- a sweep
+
+
+class Refused(ValueError):
+    """A setting ablate.sh refuses before it starts anything: the message says why and what to write."""
+
+
+def choice(env, key, default, choices):
+    value = env.get(key) or default
+    if value not in choices:
+        raise Refused(f"{key}={value} is not one of: {' '.join(choices)}")
+    return value
+
+
+def whole_number(env, key, what):
+    value = env.get(key) or '1'
+    if not re.fullmatch('[0-9]+', value) or int(value) < 1:
+        raise Refused(f"{key}={value} must be a whole number of {what}, 1 or more")
+    return int(value)
+
+
+def config_names(pattern):
+    """The variants (pattern's group) or depths of the files in configs/."""
+    return ' '.join(sorted({m[1] for f in os.listdir(os.path.join(HERE, 'configs')) if (m := re.match(pattern, f))}))
+
+
+@dataclass
+class Sweep:
+    name: str          # the folder under RUNS_DIR
+    root: str          # RUNS_DIR/name
+    profile: str
+    schedule: list     # the profile's train.py arguments, and those of LEAK, CAUSAL and WINDOWS
+    variants: list     # config name stems, with the profile's or ARCH's prefix
+    depths: list
+    seeds: list
+    nproc: int
+    jobs: int
+    analyze: bool
+    analyzer: str
+    analysis: str
+
+    def configs(self):
+        """configs/<variant>_<depth>.py of every pair that has one (there is no diff_gated_3L, say), depth by depth."""
+        pairs = [f'configs/{v}_{d}.py' for d in self.depths for v in self.variants]
+        return [c for c in pairs if os.path.isfile(os.path.join(HERE, c))]
+
+    def runs(self):
+        """(config, run folder, seed) of each run, seed by seed: a sweep stopped half-way leaves whole tables for its
+        first seeds."""
+        return [(cfg, f"{self.root}/{os.path.basename(cfg)[:-3]}_s{seed}", seed)
+                for seed in self.seeds for cfg in self.configs()]
+
+    def settings(self, args):
+        """What its runs share, as sweep_settings keeps it: the schedule and the extra --key=value (the last of a key
+        wins, as in train.py), less the keys that say only where and how a run is computed (FREE_ON_RESUME), sorted."""
+        kept = {}
+        for a in self.schedule + list(args):
+            key = a.split('=', 1)[0]
+            key = key[2:] if key.startswith('--') else key
+            if key not in FREE_ON_RESUME:
+                kept[key] = a
+        return sorted(kept.values())
+
+
+def sweep_from_env(env, args):
+    """The sweep that ablate.sh's environment variables and extra arguments name, checked: a Refused says what is
+    wrong, before anything is made."""
+    nproc = whole_number(env, 'NPROC', 'processes a run')
+    jobs = whole_number(env, 'JOBS', 'runs at once')
+    analyze = choice(env, 'ANALYZE', '0', ('0', '1')) == '1'
+    seeds = (env.get('SEEDS') or '1337').split()
+    if not all(re.fullmatch('[0-9]+', s) for s in seeds):  # a comma list (1,2) would name one folder s1,2
+        raise Refused(f'SEEDS="{env["SEEDS"]}" must be whole numbers separated by spaces, e.g. SEEDS="1 2 3"')
+    arch = choice(env, 'ARCH', 'nanogpt', ('nanogpt', 'llama'))
+    name = choice(env, 'PROFILE', 'full', tuple(PROFILES))
+    profile = PROFILES[name]
+    leak = choice(env, 'LEAK', 'none', ('none',) + LEAKS)
+    # the profile's own default, else (time_norm is a bug in Diff's subln) Diff's two for LEAK=time_norm
+    default = profile.variants or ('diff diff_sym' if leak == 'time_norm' else DEFAULT_VARIANTS)
+    prefix = 'llama_' if arch == 'llama' else profile.prefix
+    variants = [prefix + v for v in (env.get('VARIANTS') or default).split()]
+    # the sweep's name says every setting that changes what its runs are: <data>_<profile>[_leak_<LEAK> or
+    # _noncausal][_sequential], so that no two kinds of run share a folder (a re-launch would skip or resume the other)
+    schedule, suffix = profile.schedule.split(), ''
+    if leak != 'none':  # the causality check refuses a leak in a causal run
+        schedule += ['--causal=False', f'--leak={leak}']
+        suffix += f'_leak_{leak}'
+    if choice(env, 'CAUSAL', '1', ('1', '0')) == '0' and leak == 'none':  # a leak is non-causal already
+        schedule.append('--causal=False')
+        suffix += '_noncausal'
+    if choice(env, 'WINDOWS', 'random', ('random', 'sequential')) == 'sequential':
+        if profile.records:
+            raise Refused(f"WINDOWS=sequential walks a token stream; PROFILE={name} trains on fixed-length records")
+        schedule.append('--window_order=sequential')
+        suffix += '_sequential'
+    depths = (env.get('DEPTHS') or profile.depths).split()
+    # a name that no config file has is a typo, not a pair to leave out (as diff_gated_3L is)
+    for v in variants:
+        if not glob.glob(os.path.join(HERE, 'configs', glob.escape(v) + '_*.py')):
+            raise Refused(f"VARIANTS has '{v}', but there is no configs/{v}_<depth>.py; the variants: "
+                          + config_names(r'(.*)_[0-9]*[LM]\.py$'))
+    for d in depths:
+        if not glob.glob(os.path.join(HERE, 'configs', '*_' + glob.escape(d) + '.py')):
+            raise Refused(f"DEPTHS has '{d}', but there is no configs/<variant>_{d}.py; the depths: "
+                          + config_names(r'.*_([0-9]*[LM])\.py$'))
+    for a in args:  # what the sweep sets per run
+        if a.startswith(('--seed=', '--out_dir=', '--init_from=')):
+            raise Refused(f"{a.split('=')[0]} is the sweep's to set (each run's seed comes from SEEDS, its folder and "
+                          f"resume from the sweep): drop it from the extra arguments")
+    sweep = env.get('SWEEP') or f'{profile.data}_{name}{suffix}'
+    return Sweep(sweep, f"{env.get('RUNS_DIR') or 'runs'}/{sweep}", name, schedule, variants, depths, seeds, nproc,
+                 jobs, analyze, profile.analyzer, profile.analysis)
+
+
+def keep_settings(root, settings):
+    """root/sweep_settings: made whole from settings where there is none (a new sweep, or one from before the file),
+    else compared with them. A launch with other settings is Refused: report.py averages a cell's runs as seeds of
+    one setting, and a re-launch would skip a finished run made with others."""
+    path = os.path.join(root, 'sweep_settings')
+    text = '\n'.join(settings)
+    if not os.path.exists(path):
+        # a hard link makes the file whole and only where it is absent, so of two launches at once the first wins
+        # and the second is compared with it below (a check-then-write let both pass with different settings)
+        fd, tmp = tempfile.mkstemp(prefix='.sweep_settings.', dir=root)
+        try:
+            with os.fdopen(fd, 'w') as f:
+                f.write(text + '\n')
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+        except OSError:  # no hard links on this file system
+            if not os.path.exists(path):
+                os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+    with open(path) as f:
+        kept = f.read().rstrip('\n').split('\n')
+    if kept != text.split('\n'):
+        raise Refused('\n'.join([f"{root} holds runs made with other settings than this command's:"]
+                                + [f'  the sweep:    {a}' for a in kept if a not in settings]
+                                + [f'  this command: {a}' for a in settings if a not in kept]
+                                + ['  Name a new sweep (SWEEP=<name>), or re-launch with the sweep\'s settings.']))
+
+
+def slurm_task(env):
+    """(task id, its run) for a task of the array that SLURM=1 submitted, which runs line SLURM_ARRAY_TASK_ID of
+    the list of runs written then (ABLATE_RUNS), and only that run; else (None, None)."""
+    task, listed = env.get('SLURM_ARRAY_TASK_ID'), env.get('ABLATE_RUNS')
+    if not task or not listed:
+        return None, None
+    try:  # "config folder seed", the folder perhaps with spaces
+        with open(listed) as f:
+            cfg, rest = f.read().splitlines()[int(task)].split(' ', 1)
+        return task, (cfg, *rest.rsplit(' ', 1))
+    except (OSError, ValueError, IndexError):
+        raise Refused(f"Slurm task {task} has no line in {listed}") from None
+
+
+# ----------------------------------------------------------------------------- the commands
+
+def check(env, args):
+    """The environment, then every config of the sweep with the profile's schedule and the extra arguments, checked
+    as train.py checks them (keys, types, ranges, the model), before the sweep keeps anything: a typo (--dropuot=0.1)
+    stops here, not in each run after sweep_settings has recorded it. Returns a note where nothing could be checked."""
+    if not env.get('PROFILE'):
+        try:
+            import torch
+            gpu = torch.cuda.is_available()
+        except ImportError:
+            gpu = False
+        if not gpu:
+            raise Refused("torch sees no GPU here, and the default PROFILE=full is the seed's 5000-step schedule, "
+                          "hours a run on a CPU. Pick PROFILE=demo (minutes), PROFILE=cpu_long or PROFILE=cpu, or say "
+                          "PROFILE=full to run it anyway")
+    sweep = sweep_from_env(env, args)
+    try:
+        from config import parse_config
+    except ImportError as e:  # e.g. a Slurm login node without the environment: the runs check them
+        return f"the arguments are not checked here ({e}); each run checks them"
+    for cfg in sweep.configs():
+        try:
+            parse_config([cfg, *sweep.schedule, *args])
+        except (ValueError, OSError) as e:
+            raise Refused(f"{cfg} with the extra arguments and the profile's schedule: {e}") from None
+    return None
+
+
+def plan(env, args):
+    """The sweep as shell assignments for ablate.sh, after keeping its settings (or refusing them): its folder, the
+    profile's schedule, the analyzer, and the runs as three arrays (config, folder, seed); a Slurm task's one run."""
+    sweep = sweep_from_env(env, args)
+    os.makedirs(sweep.root, exist_ok=True)
+    keep_settings(sweep.root, sweep.settings(args))
+    task, run = slurm_task(env)
+    runs = [run] if task is not None else sweep.runs()
+    values = dict(ROOT=sweep.root, NPROC=sweep.nproc, JOBS=1 if task is not None else sweep.jobs,
+                  ANALYZE=int(sweep.analyze), ANALYZER=sweep.analyzer, ANALYSIS=sweep.analysis,
+                  SLURM=int(env.get('SLURM') == '1'), TASK=task or '', SCHEDULE=sweep.schedule,
+                  RUN_CFG=[r[0] for r in runs], RUN_DIR=[r[1] for r in runs], RUN_SEED=[r[2] for r in runs])
+    return ''.join(assignment(name, value) for name, value in values.items())
+
+
+def assignment(name, value):
+    """name=value for bash to eval, a list as an array; every word quoted."""
+    if isinstance(value, list):
+        return f"{name}=({' '.join(map(shlex.quote, value))})\n"
+    return f'{name}={shlex.quote(str(value))}\n'
+
+
+def sbatch(*options):
+    """sbatch --parsable: the job's id, or None where sbatch refused (its message on stderr)."""
+    p = subprocess.run(['sbatch', '--parsable', *options], stdout=subprocess.PIPE, text=True)
+    return p.stdout.strip().split(';')[0] if p.returncode == 0 else None
+
+
+def submit(env, args):
+    """SLURM=1: the sweep's unfinished runs as a Slurm job array, one run a task (each ablate.sh again, with the same
+    environment and arguments, on line k of a list of runs), and a report.py job after it. Where every run has
+    finished, report.py now instead. Returns the exit status."""
+    sweep = sweep_from_env(env, args)
+    python = env.get('PYTHON') or 'python'
+    if not shutil.which('sbatch'):
+        raise Refused("SLURM=1, but there is no sbatch here")
+    runs = sweep.runs()
+    todo = [r for r in runs if not os.path.exists(os.path.join(r[1], 'summary.json'))]
+    if not todo:
+        print(f"ablate.sh: every run of {sweep.root} has finished", flush=True)
+        os.execvp(python, [python, 'report.py', sweep.root])
+    listed = f"{sweep.root}/.slurm_runs.{time.strftime('%Y%m%d-%H%M%S')}.{os.getpid()}"
+    with open(listed, 'w') as f:
+        f.writelines(' '.join(r) + '\n' for r in todo)
+    n, here = len(todo), os.getcwd()
+    job = sbatch(f"--array=0-{n - 1}" + (f"%{env['SLURM_MAX']}" if env.get('SLURM_MAX') else ''),
+                 f'--job-name=ablate_{sweep.name}', f'--chdir={here}', f'--output={sweep.root}/slurm-%A_%a.out',
+                 f'--export=ALL,ABLATE_RUNS={listed},ABLATE_DIR={here},PROFILE={sweep.profile}',
+                 *(env.get('SBATCH_ARGS') or '').split(), 'ablate.sh', *args)
+    if job is None:
+        os.remove(listed)
+        return 1
+    report = sbatch(f'--dependency=afterany:{job}', f'--job-name=report_{sweep.name}', f'--chdir={here}',
+                    f'--output={sweep.root}/slurm-report-%j.out',
+                    *(env.get('SBATCH_REPORT_ARGS') or env.get('SBATCH_ARGS') or '').split(),
+                    f'--wrap={shlex.quote(python)} report.py {shlex.quote(sweep.root)}')
+    if report is None:
+        return 1
+    print(f"ablate.sh: submitted {n} run(s) of {len(runs)} as Slurm array job {job} (tasks 0-{n - 1}, {listed}), and "
+          f"report.py as job {report} after it. Logs: {sweep.root}/slurm-{job}_<task>.out; the same command again "
+          f"resubmits whatever has not finished (stopped runs resume from their checkpoint).")
+    return 0
+
+
+def analyzed(analysis, run):
+    """Whether run/analysis exists and is of the run's last checkpoint (its iteration that of summary.json), not of
+    best.pt, say."""
+    try:
+        with open(os.path.join(run, analysis)) as f:
+            done = json.load(f)
+        with open(os.path.join(run, 'summary.json')) as f:
+            last = json.load(f)['iter']
+    except (OSError, ValueError, KeyError):
+        return False
+    return done.get('iter', last) == last
+
+
+def main(argv):
+    command, args, env = argv[0] if argv else '', argv[1:], os.environ
+    try:
+        if command == 'check':
+            note = check(env, args)
+            if note:
+                print(f'ablate.sh: {note}', file=sys.stderr)
+        elif command == 'plan':
+            print(plan(env, args), end='')
+        elif command == 'submit':
+            return submit(env, args)
+        elif command == 'analyzed' and len(args) == 2:
+            return 0 if analyzed(*args) else 1
+        else:
+            print(__doc__.split('\n\n')[1], file=sys.stderr)
+            return 2
+    except Refused as e:
+        print(f'ablate.sh: {e}', file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv[1:]))
