@@ -89,6 +89,12 @@ PYTHON=${PYTHON:-python}
 plan=$("$PYTHON" sweep.py plan "$@") || exit 2
 eval "$plan"
 if [ "$SLURM" = 1 ] && [ -z "$TASK" ]; then exec "$PYTHON" sweep.py submit "$@"; fi
+# torch.compile starts a pool of Inductor compile workers in each run, as many as the machine has cores: JOBS runs at
+# once share the cores instead (unless TORCHINDUCTOR_COMPILE_THREADS is set)
+if [ "$JOBS" -gt 1 ] && [ -z "${TORCHINDUCTOR_COMPILE_THREADS:-}" ]; then
+  cores=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)
+  export TORCHINDUCTOR_COMPILE_THREADS=$(( cores / JOBS > 1 ? cores / JOBS : 1 ))
+fi
 
 # present while a Ctrl-C or SIGTERM stops the sweep (or this Slurm task): the runs that end then were stopped
 STOPPING=$ROOT/.stopping${TASK:+.$TASK}

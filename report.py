@@ -251,6 +251,27 @@ def mixed_settings(ok):
     return out
 
 
+def mixed_code(ok):
+    """Runs of one table trained at different commits, or from a tree with uncommitted changes (train.py records both
+    in summary.json's `code`; runs older than that record are not compared). -> a line per finding."""
+    def names(ss):
+        ss = sorted(ss, key=lambda s: s['_name'])
+        return ', '.join(s['_name'] for s in ss[:3]) + (', ...' if len(ss) > 3 else '')
+    by_commit, dirty = {}, []
+    for s in ok:
+        code = s.get('code') or {}
+        if code.get('commit'):
+            by_commit.setdefault(code['commit'][:7], []).append(s)
+        if code.get('dirty'):
+            dirty.append(s)
+    out = []
+    if len(by_commit) > 1:
+        out.append('commits ' + ' / '.join(f"{c} ({names(ss)})" for c, ss in sorted(by_commit.items())))
+    if dirty:
+        out.append(f"a tree with uncommitted changes: {names(dirty)}")
+    return out
+
+
 def values(summaries, key, default=None):
     """The distinct values of config[key] over the runs: numbers in numeric order, then the rest by repr."""
     vs = {s['config'].get(key, default) for s in summaries}
@@ -658,6 +679,11 @@ def markdown(runs):
     if named:
         parts += ['', '**Warning: folder names.** A run\'s seed is the one in its summary.json, not in its folder\'s '
                   'name:', ''] + [f'- {m}' for m in named]
+    code = mixed_code(ok)
+    if code:
+        parts += ['', '**Warning: mixed code.** These runs were not all trained by one committed version of the code '
+                  '(summary.json\'s `code`), so a difference between them may be the code\'s:', ''] + \
+                 [f'- {m}' for m in code]
     mixed = mixed_settings(ok)
     if mixed:
         parts += ['', '**Warning: mixed settings.** These runs differ in more than their seed, and the tables below '

@@ -818,3 +818,17 @@ def test_ablate_runs_under_bash_3_2(tmp_path):
     p = subprocess.run([bash, os.path.join(ROOT, 'ablate.sh')], env=dict(env, ANALYZE='1'), capture_output=True,
                        text=True, timeout=120)
     assert p.returncode == 0 and '1 run, 3 skipped (3 of them analyzed now), 0 failed' in p.stdout, p.stdout + p.stderr
+
+
+def test_many_jobs_share_the_cores_among_their_compile_workers(tmp_path):
+    """Each run's torch.compile would start as many Inductor compile workers as the machine has cores; with JOBS runs
+    at once ablate.sh gives each cores / JOBS (at least 1), unless TORCHINDUCTOR_COMPILE_THREADS is set."""
+    log = tmp_path / 'env.log'
+    stub = python_for_ablate(tmp_path, f'[ "$1" = train.py ] && echo "${{TORCHINDUCTOR_COMPILE_THREADS:-unset}}" >> '
+                                       f'{log}\n' + stand_ins(tmp_path / 'calls.log'))
+    cores = os.cpu_count()
+    sweep(tmp_path / 'a', report=False, VARIANTS='nanogpt', DEPTHS='3L', JOBS='2', PYTHON=stub)
+    sweep(tmp_path / 'b', report=False, VARIANTS='nanogpt', DEPTHS='3L', JOBS='1', PYTHON=stub)
+    sweep(tmp_path / 'c', report=False, VARIANTS='nanogpt', DEPTHS='3L', JOBS='2', PYTHON=stub,
+          TORCHINDUCTOR_COMPILE_THREADS='5')
+    assert log.read_text().split() == [str(max(1, cores // 2)), 'unset', '5']

@@ -628,3 +628,24 @@ def test_a_corrupt_log_or_analysis_file_is_named_in_one_line(tmp_path):
     p = subprocess.run([sys.executable, os.path.join(ROOT, 'report.py'), str(tmp_path)], capture_output=True,
                        text=True, timeout=300)
     assert p.returncode == 1 and 'analysis.json is not valid JSON' in p.stderr and 'Traceback' not in p.stderr
+
+
+def test_a_table_of_runs_from_mixed_code_says_so(tmp_path):
+    """train.py records the commit and whether the tree was dirty (summary.json's `code`): runs of one table made at
+    two commits, or from an edited tree, are named at the top; runs older than the record, or all of one clean
+    commit, raise nothing."""
+    def code(root, name, commit, dirty):
+        path = os.path.join(root, name, 'summary.json')
+        s = json.load(open(path))
+        s['code'] = dict(commit=commit, dirty=dirty)
+        json.dump(s, open(path, 'w'))
+    for i, v in enumerate(('nanogpt', 'diff', 'sym')):
+        make_run(tmp_path, f'{v}_3L_s1', 1.5 + i / 10)
+    assert 'mixed code' not in report.markdown(report.load_runs(tmp_path))  # no record: older runs
+    for v in ('nanogpt', 'diff', 'sym'):
+        code(tmp_path, f'{v}_3L_s1', 'a' * 40, False)
+    assert 'mixed code' not in report.markdown(report.load_runs(tmp_path))
+    code(tmp_path, 'sym_3L_s1', 'b' * 40, True)
+    warning = report.markdown(report.load_runs(tmp_path)).split('**Warning: mixed code.**')[1].split('\n## ')[0]
+    assert 'commits aaaaaaa (diff_3L_s1, nanogpt_3L_s1) / bbbbbbb (sym_3L_s1)' in warning
+    assert 'uncommitted changes: sym_3L_s1' in warning
