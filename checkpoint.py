@@ -42,6 +42,18 @@ def load_resumed(cfg, path, explicit, master, n_tokens):
     the token ids of this command's data, which the checkpoint's embedding must have rows for."""
     model, ckpt = load_checkpoint(path, 'cpu')
     args = asdict(model.config)
+    saved = ckpt.get('config', {})
+    # bos cannot change, not even on purpose nor for a look (eval_only): its token is an id of the model's vocabulary
+    if 'bos' in saved and saved['bos'] != cfg['bos']:
+        raise ValueError(f"{path} was trained with bos={saved['bos']!r}, and bos cannot change on resume (its token "
+                         f"is an id the model's embedding has or lacks): resume with --bos={saved['bos']!r}, or start "
+                         f"a new run in another --out_dir")
+    # before the model keys: a dataset whose ids the embedding lacks cannot be fixed by dropping another key
+    if args['vocab_size'] < n_tokens:  # a resume on another dataset, whose ids the embedding lacks
+        raise ValueError(f"{path}'s model has vocab_size={args['vocab_size']}, and dataset '{cfg['dataset']}' holds "
+                         f"{n_tokens} token ids{' (with bos)' if cfg['bos'] else ''}: a resume continues on data its "
+                         f"embedding can read. Resume with the run's own config (its dataset was "
+                         f"{ckpt.get('config', {}).get('dataset')!r}), or start a new run in another --out_dir")
     # the model is the checkpoint's: a model key this command sets to something else, on the command line or in a
     # config file (another variant's, say), is refused, since the run would go on without it. vocab_size is the
     # dataset's unless given, and train.py checks it against the data. eval_only only looks: the keys are noted
@@ -58,17 +70,6 @@ def load_resumed(cfg, path, explicit, master, n_tokens):
         if master:
             print(f"warning: {k}={cfg[k]!r} ignored: the checkpoint's model has {k}={args[k]!r}")
     cfg.update({k: args[k] for k in MODEL_KEYS})
-    saved = ckpt.get('config', {})
-    # bos cannot change, not even on purpose nor for a look (eval_only): its token is an id of the model's vocabulary
-    if 'bos' in saved and saved['bos'] != cfg['bos']:
-        raise ValueError(f"{path} was trained with bos={saved['bos']!r}, and bos cannot change on resume (its token "
-                         f"is an id the model's embedding has or lacks): resume with --bos={saved['bos']!r}, or start "
-                         f"a new run in another --out_dir")
-    if args['vocab_size'] < n_tokens:  # a resume on another dataset, whose ids the embedding lacks
-        raise ValueError(f"{path}'s model has vocab_size={args['vocab_size']}, and dataset '{cfg['dataset']}' holds "
-                         f"{n_tokens} token ids{' (with bos)' if cfg['bos'] else ''}: a resume continues on data its "
-                         f"embedding can read. Resume with the run's own config (its dataset was "
-                         f"{ckpt.get('config', {}).get('dataset')!r}), or start a new run in another --out_dir")
     # eval_only looks at the checkpoint, whatever schedule the command line gives: nothing else to refuse. It
     # evaluates as the run did (its batch_size, eval_iters, seed: the same batches, so the losses it logged),
     # except for the keys given on the command line

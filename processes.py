@@ -51,7 +51,7 @@ class StopSignal:
     def handle(self, signum, frame):
         name = signal.Signals(signum).name
         if not self.trained:
-            raise StopNow(f"{name} received before the first step: stopped, nothing to save")
+            raise StopNow(f"{name} received before the first step: stopped; no step had finished, so nothing was saved")
         if self.requested and signum == signal.SIGINT:
             raise KeyboardInterrupt
         self.requested = True
