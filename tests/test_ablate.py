@@ -271,7 +271,8 @@ def test_ablate_sigterm_saves_every_run_in_progress(tmp_path, jobs, seeds):
                          stderr=subprocess.STDOUT, text=True)
     logs = [tmp_path / 't' / f'nanogpt_3L_s{s}' / 'log.jsonl' for s in seeds.split()]
     deadline = time.time() + 300
-    while not all(l.exists() and l.stat().st_size > 0 for l in logs) and time.time() < deadline:
+    # every run past its first step (a stop before it saves nothing, by design: the step-0 eval alone is not enough)
+    while not all(l.exists() and '"kind": "train"' in l.read_text() for l in logs) and time.time() < deadline:
         time.sleep(0.5)
     t0 = time.time()
     p.send_signal(signal.SIGTERM)  # to the sweep alone, as a scheduler would: it passes the TERM to every run

@@ -13,6 +13,8 @@ sys.path.insert(0, ROOT)
 import bench_gpu  # noqa: E402
 import dataset  # noqa: E402
 
+pytestmark = pytest.mark.usefixtures('one_thread')  # conftest.py: torch on one thread, here and in subprocesses
+
 
 @pytest.fixture(scope='module', autouse=True)
 def shakespeare_char():

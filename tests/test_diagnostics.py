@@ -3,7 +3,6 @@ import copy
 import json
 import math
 import os
-import subprocess
 import sys
 
 import pytest
@@ -16,6 +15,9 @@ import dataset  # noqa: E402
 import hardware  # noqa: E402
 from model import GPT, GPTConfig, load_checkpoint  # noqa: E402
 from orthoadam import OrthoAdam, haar_orthogonal, rotate  # noqa: E402
+from test_train import cli, script  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures('one_thread', 'peak_once')  # conftest.py
 
 
 # --- metrics on constructed inputs
@@ -294,11 +296,10 @@ def test_orthoadam_leaves_long_axes_unrotated_and_state_round_trips():
 
 def test_orthoadam_training_run_lowers_the_loss(tmp_path):
     out = tmp_path / 'o'
-    cmd = [sys.executable, os.path.join(ROOT, 'train.py'), '--n_layer=2', '--n_head=4', '--n_embd=64',
-           '--block_size=32', '--batch_size=8', '--device=cpu', '--dtype=float32', '--optimizer=orthoadam',
-           '--max_iters=40', '--lr_decay_iters=40', '--learning_rate=3e-3', '--eval_interval=40', '--eval_iters=4',
-           '--log_interval=10', '--warmup_iters=4', '--softmax1=True', f'--out_dir={out}']
-    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    p = cli('--n_layer=2', '--n_head=4', '--n_embd=64', '--block_size=32', '--batch_size=8', '--device=cpu',
+            '--dtype=float32', '--optimizer=orthoadam', '--max_iters=40', '--lr_decay_iters=40', '--learning_rate=3e-3',
+            '--eval_interval=40', '--eval_iters=4', '--log_interval=10', '--warmup_iters=4', '--softmax1=True',
+            f'--out_dir={out}')
     assert p.returncode == 0, p.stderr
     evals = [json.loads(l) for l in open(out / 'log.jsonl') if '"eval"' in l]
     assert evals[0]['val_loss'] > 4.0 and evals[-1]['val_loss'] < 3.3, evals
@@ -308,12 +309,10 @@ def test_orthoadam_training_run_lowers_the_loss(tmp_path):
 
 def test_analyze_end_to_end_on_a_tiny_gated_checkpoint(tmp_path):
     out = tmp_path / 'o'
-    cmd = [sys.executable, os.path.join(ROOT, 'train.py'), '--n_layer=2', '--n_head=4', '--n_embd=64',
-           '--block_size=32', '--batch_size=4', '--device=cpu', '--dtype=float32', '--max_iters=2',
-           '--eval_interval=2', '--eval_iters=1', '--gate=headwise', '--attn=diff', f'--out_dir={out}']
-    assert subprocess.run(cmd, cwd=ROOT, capture_output=True, timeout=600).returncode == 0
-    p = subprocess.run([sys.executable, os.path.join(ROOT, 'analyze.py'), f'--out_dir={out}', '--eval_iters=2',
-                        '--batch_size=2'], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert cli('--n_layer=2', '--n_head=4', '--n_embd=64', '--block_size=32', '--batch_size=4', '--device=cpu',
+               '--dtype=float32', '--max_iters=2', '--eval_interval=2', '--eval_iters=1', '--gate=headwise',
+               '--attn=diff', f'--out_dir={out}').returncode == 0
+    p = script('analyze.py', f'--out_dir={out}', '--eval_iters=2', '--batch_size=2')
     assert p.returncode == 0, p.stderr
     res = json.load(open(out / 'analysis.json'))
     assert [r['layer'] for r in res['layers']] == [1, 2]
@@ -332,27 +331,23 @@ def test_analyze_end_to_end_on_a_tiny_gated_checkpoint(tmp_path):
     # --ckpt picks best.pt, whose measures go beside the run's (report.py reads analysis.json, ckpt.pt's), not over
     # them; --device and --dtype pick where and how the model runs
     before = (out / 'analysis.json').read_bytes()
-    p = subprocess.run([sys.executable, os.path.join(ROOT, 'analyze.py'), f'--ckpt={out}/best.pt', '--eval_iters=2',
-                        '--batch_size=2', '--device=cpu', '--dtype=bfloat16'], cwd=ROOT, capture_output=True,
-                       text=True, timeout=600)
+    p = script('analyze.py', f'--ckpt={out}/best.pt', '--eval_iters=2', '--batch_size=2', '--device=cpu',
+               '--dtype=bfloat16')
     assert p.returncode == 0, p.stderr
     assert (out / 'analysis.json').read_bytes() == before
     bf16 = json.load(open(out / 'analysis_best.json'))
     assert (bf16['device'], bf16['dtype'], bf16['checkpoint']) == ('cpu', 'bfloat16', f'{out}/best.pt')
     assert bf16['quantization']['loss_fp'] == pytest.approx(expected['quantization']['loss_fp'], abs=0.05)
     assert bf16['quantization']['loss_fp'] != expected['quantization']['loss_fp']  # it did run in bf16
-    p = subprocess.run([sys.executable, os.path.join(ROOT, 'analyze.py'), f'--out_dir={tmp_path}/none'],
-                       cwd=ROOT, capture_output=True, text=True, timeout=600)
+    p = script('analyze.py', f'--out_dir={tmp_path}/none')
     assert p.returncode != 0 and 'no checkpoint at' in p.stderr
     # no batches to measure, and a checkpoint taken to a machine without its dataset: one line each, no traceback
-    p = subprocess.run([sys.executable, os.path.join(ROOT, 'analyze.py'), f'--out_dir={out}', '--eval_iters=0'],
-                       cwd=ROOT, capture_output=True, text=True, timeout=600)
+    p = script('analyze.py', f'--out_dir={out}', '--eval_iters=0')
     assert p.returncode != 0 and '--eval_iters and --batch_size must be at least 1' in p.stderr, p.stderr
     ckpt = torch.load(out / 'ckpt.pt', weights_only=True)
     ckpt['config']['dataset'] = str(tmp_path / 'elsewhere')
     torch.save(ckpt, out / 'ckpt.pt')
-    p = subprocess.run([sys.executable, os.path.join(ROOT, 'analyze.py'), f'--out_dir={out}', '--eval_iters=1'],
-                       cwd=ROOT, capture_output=True, text=True, timeout=600)
+    p = script('analyze.py', f'--out_dir={out}', '--eval_iters=1')
     assert p.returncode != 0 and 'prepare dataset' in p.stderr and 'Traceback' not in p.stderr, p.stderr
 
 
@@ -369,9 +364,8 @@ def _numbers(d):
 
 def test_bench_runs_and_reports_every_field(tmp_path):
     out = tmp_path / 'bench.json'
-    p = subprocess.run([sys.executable, os.path.join(ROOT, 'bench.py'), '--variants', 'softmax', 'diff', 'softmax1',
-                        '--n_layer=1', '--n_embd=32', '--n_head=2', '--batch_size=2', '--seq', '16', '--steps=1',
-                        '--warmup=1', f'--json={out}'], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    p = script('bench.py', '--variants', 'softmax', 'diff', 'softmax1', '--n_layer=1', '--n_embd=32', '--n_head=2',
+               '--batch_size=2', '--seq', '16', '--steps=1', '--warmup=1', f'--json={out}')
     assert p.returncode == 0, p.stderr
     doc = json.load(open(out))
     res = doc['results']

@@ -19,7 +19,9 @@ import dataset  # noqa: E402
 import rundir  # noqa: E402
 import train  # noqa: E402
 from model import load_checkpoint  # noqa: E402
-from test_train import TIMING, TINY, read_log, run_train  # noqa: E402
+from test_train import TIMING, TINY, read_log, train_cli  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures('one_thread', 'peak_once')  # conftest.py
 
 TORCHRUN = [sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2']
 ENV1 = dict(os.environ, OMP_NUM_THREADS='1')
@@ -64,7 +66,7 @@ def wait_for_training(out, timeout=180):
 def test_a_diverging_run_saves_no_nan_checkpoint(tmp_path):
     out = tmp_path / 'o'
     # diff: its lambdas, logged from the updated weights, must not carry the NaN into log.jsonl either
-    p = run_train(out, '--max_iters=4', '--eval_interval=1', '--learning_rate=1e30', '--attn=diff', check=False)
+    p = train_cli(out, '--max_iters=4', '--eval_interval=1', '--learning_rate=1e30', '--attn=diff', check=False)
     assert p.returncode == 1 and 'non-finite' in p.stderr and 'Traceback' not in p.stderr, p.stderr
     for name in ('ckpt.pt', 'best.pt'):
         assert not (out / name).exists() or finite_checkpoint(out / name), name
@@ -139,7 +141,7 @@ def test_an_error_found_by_rank_0_ends_every_rank_with_one_message(tmp_path):
     """A scratch run into a folder with a checkpoint: rank 0 finds it before any collective; every rank must leave
     with that error (not wait in a collective for rank 0, or die there with a gloo error), printed once."""
     out = tmp_path / 'o'
-    run_train(out, '--max_iters=2', '--eval_interval=2')
+    train_cli(out, '--max_iters=2', '--eval_interval=2')
     env = dict(ENV1, ERRORS_DIR=str(tmp_path))
     p = subprocess.run([*TORCHRUN, stub(tmp_path, RECORD_ERRORS), *TINY, f'--out_dir={out}', '--max_iters=2',
                         '--gradient_accumulation_steps=2'],
@@ -158,22 +160,22 @@ def test_a_full_disk_keeps_the_run_resumable_and_leaves_no_tmp(tmp_path):
     out = tmp_path / 'o'
     out.mkdir()
     os.symlink('/dev/full', out / 'ckpt.pt.tmp')  # every write of ckpt.pt fails with ENOSPC
-    p = run_train(out, '--max_iters=4', '--eval_interval=2', check=False)
+    p = train_cli(out, '--max_iters=4', '--eval_interval=2', check=False)
     assert p.returncode == 1 and 'No space left on device' in p.stderr and 'Traceback' not in p.stderr, p.stderr
     assert not os.path.lexists(out / 'ckpt.pt.tmp')  # the partial file is removed
     assert not (out / 'best.pt').exists()  # ckpt.pt first: never a best.pt without its ckpt.pt
-    run_train(out, '--max_iters=4', '--eval_interval=2')  # so the run can simply start again
+    train_cli(out, '--max_iters=4', '--eval_interval=2')  # so the run can simply start again
 
 
 def test_a_stop_between_ckpt_and_best_is_mended_on_resume(tmp_path):
     out = tmp_path / 'o'
     out.mkdir()
     os.symlink('/dev/full', out / 'best.pt.tmp')  # ckpt.pt at iteration 2 is written, then best.pt fails
-    p = run_train(out, '--max_iters=4', '--eval_interval=2', check=False)
+    p = train_cli(out, '--max_iters=4', '--eval_interval=2', check=False)
     assert p.returncode == 1 and 'best.pt' in p.stderr
     _, ckpt = load_checkpoint(str(out / 'ckpt.pt'))
     assert ckpt['iter_num'] == 2 and not (out / 'best.pt').exists()
-    p = run_train(out, '--max_iters=4', '--eval_interval=2', '--init_from=resume')
+    p = train_cli(out, '--max_iters=4', '--eval_interval=2', '--init_from=resume')
     assert 'mending it' in p.stdout
     evals = [r for r in read_log(out) if r['kind'] == 'eval']
     best = min(evals, key=lambda r: r['val_loss'])
@@ -183,7 +185,7 @@ def test_a_stop_between_ckpt_and_best_is_mended_on_resume(tmp_path):
 
 def test_an_out_dir_that_cannot_be_made_or_written_is_a_clear_error(tmp_path, monkeypatch):
     (tmp_path / 'file').write_text('x')
-    p = run_train(tmp_path / 'file' / 'run', '--max_iters=2', check=False)
+    p = train_cli(tmp_path / 'file' / 'run', '--max_iters=2', check=False)
     assert p.returncode == 1 and 'cannot make out_dir' in p.stderr and 'Traceback' not in p.stderr, p.stderr
     monkeypatch.setattr(rundir.os, 'access', lambda path, mode: False)  # a read-only folder (tests run as root)
     with pytest.raises(rundir.RunError, match='is not writable'):
@@ -212,7 +214,6 @@ def test_a_hard_kill_loses_at_most_ckpt_interval_steps_and_the_resume_is_exact(t
     redone); with 0 (the default) nothing was saved."""
     run = ['--max_iters=10', '--lr_decay_iters=10', '--eval_interval=100', f'--ckpt_interval={interval}', *extra]
     straight, killed = tmp_path / 'straight', tmp_path / 'killed'
-    run_train(straight, *run)
     p = subprocess.run([sys.executable, stub(tmp_path, KILL_AT_8), *TINY, f'--out_dir={killed}', *run],
                        cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert p.returncode == -signal.SIGKILL, p.stdout + p.stderr
@@ -221,7 +222,8 @@ def test_a_hard_kill_loses_at_most_ckpt_interval_steps_and_the_resume_is_exact(t
         assert not (killed / 'ckpt.pt').exists()
         return
     assert load_checkpoint(str(killed / 'ckpt.pt'))[1]['iter_num'] == saved_at
-    run_train(killed, *run, '--init_from=resume')
+    train_cli(straight, *run)  # what the killed and resumed run must log
+    train_cli(killed, *run, '--init_from=resume')
     a, b = read_log(straight), read_log(killed)
     assert [(r['iter'], r['kind']) for r in a] == [(r['iter'], r['kind']) for r in b]
     for ra, rb in zip(a, b):
@@ -238,7 +240,7 @@ def test_ckpt_interval_under_torchrun_saves_on_every_rank_s_schedule(tmp_path):
                        cwd=ROOT, capture_output=True, text=True, env=ENV1, timeout=300)
     assert p.returncode != 0
     assert load_checkpoint(str(out / 'ckpt.pt'))[1]['iter_num'] == 6, p.stdout + p.stderr
-    run_train(out, *run, '--init_from=resume')  # one process with the same micro-batches
+    train_cli(out, *run, '--init_from=resume')  # one process with the same micro-batches
     assert load_checkpoint(str(out / 'ckpt.pt'))[1]['iter_num'] == 10
 
 
@@ -251,7 +253,7 @@ def test_a_second_run_into_a_busy_out_dir_is_refused_naming_the_holder(tmp_path)
                              cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_for_training(out)
-        p = run_train(out, '--max_iters=2', '--seed=2', check=False)
+        p = train_cli(out, '--max_iters=2', '--seed=2', check=False)  # here: the lock is the other process's
         assert p.returncode == 75 and f'in use by another run (pid {first.pid}' in p.stderr, p.stderr
     finally:
         first.send_signal(signal.SIGTERM)
@@ -265,23 +267,23 @@ def test_a_second_run_into_a_busy_out_dir_is_refused_naming_the_holder(tmp_path)
 
 def test_a_torn_last_log_line_is_dropped_and_other_corruption_named(tmp_path):
     out = tmp_path / 'o'
-    run_train(out, '--max_iters=4', '--eval_interval=2')
+    train_cli(out, '--max_iters=4', '--eval_interval=2')
     good = (out / 'log.jsonl').read_text()
     with open(out / 'log.jsonl', 'a') as f:
         f.write('{"iter": 5, "kind": "tr')
-    p = run_train(out, '--max_iters=6', '--eval_interval=2', '--init_from=resume')
+    p = train_cli(out, '--max_iters=6', '--eval_interval=2', '--init_from=resume')
     assert 'torn last line' in p.stderr
     log = read_log(out)
     assert [r['iter'] for r in log][:len(good.splitlines())] == [json.loads(l)['iter'] for l in good.splitlines()]
     assert log[-1]['iter'] == 6
     # a whole last line that lost only its newline is kept, and the next line does not run into it
     (out / 'log.jsonl').write_text((out / 'log.jsonl').read_text().rstrip('\n'))
-    run_train(out, '--max_iters=7', '--eval_interval=2', '--init_from=resume')
+    train_cli(out, '--max_iters=7', '--eval_interval=2', '--init_from=resume')
     assert [(r['iter'], r['kind']) for r in read_log(out)][-3:] == [(6, 'eval'), (7, 'train'), (7, 'eval')]
     lines = (out / 'log.jsonl').read_text().splitlines()
     lines[2] = lines[2][:10]  # corruption that is not at the end
     (out / 'log.jsonl').write_text('\n'.join(lines) + '\n')
-    p = run_train(out, '--max_iters=9', '--eval_interval=2', '--init_from=resume', check=False)
+    p = train_cli(out, '--max_iters=9', '--eval_interval=2', '--init_from=resume', check=False)
     assert p.returncode == 1 and 'log.jsonl, line 3, is not JSON' in p.stderr, p.stderr
 
 
@@ -332,19 +334,19 @@ def test_what_a_run_folder_holds_is_kept(tmp_path, monkeypatch):
     and replace its summary; eval_only with wandb_log rewrote the run's wandb summary; a write killed half-way
     left its .tmp file for good."""
     out = tmp_path / 'o'
-    run_train(out, '--max_iters=2', '--eval_interval=2')
+    train_cli(out, '--max_iters=2', '--eval_interval=2')
     record = tmp_path / 'record'
     record.mkdir()
     for name in ('summary.json', 'log.jsonl'):
         shutil.copy(out / name, record / name)
-    p = run_train(record, '--max_iters=2', check=False)
+    p = train_cli(record, '--max_iters=2', check=False)
     assert p.returncode == 1 and "summary.json exists (a finished run's record" in p.stderr, p.stderr
     assert (record / 'log.jsonl').read_bytes() == (out / 'log.jsonl').read_bytes()
     monkeypatch.setattr(rundir, 'start_wandb', lambda *a: pytest.fail('eval_only started wandb'))
     assert train.main([*TINY, f'--out_dir={out}', '--init_from=resume', '--eval_only=True', '--wandb_log=True']) == 0
     (out / 'ckpt.pt.tmp').write_bytes(b'half a checkpoint')
     (out / 'notes.tmp').write_text('a file of the user')
-    run_train(out, '--max_iters=3', '--eval_interval=2', '--lr_decay_iters=3', '--init_from=resume')
+    train_cli(out, '--max_iters=3', '--eval_interval=2', '--lr_decay_iters=3', '--init_from=resume')
     assert not (out / 'ckpt.pt.tmp').exists() and (out / 'notes.tmp').exists()
 
 
@@ -353,14 +355,14 @@ def test_training_a_finished_run_further_keeps_its_summary_aside_until_it_ends(t
     during the extension leaves a run that ablate.sh resumes and report.py lists as unfinished, not the old end."""
     out = tmp_path / 'o'
     run = ['--max_iters=4', '--lr_decay_iters=10', '--eval_interval=100']
-    run_train(out, *run)
+    train_cli(out, *run)
     before = json.load(open(out / 'summary.json'))
     p = subprocess.run([sys.executable, stub(tmp_path, KILL_AT_8), *TINY, f'--out_dir={out}', *run,
                         '--max_iters=10', '--ckpt_interval=2', '--init_from=resume'],
                        cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert p.returncode == -signal.SIGKILL, p.stdout + p.stderr
     assert not (out / 'summary.json').exists() and json.load(open(out / 'summary_at_4.json')) == before
-    run_train(out, *run, '--max_iters=10', '--init_from=resume')
+    train_cli(out, *run, '--max_iters=10', '--init_from=resume')
     assert json.load(open(out / 'summary.json'))['iter'] == 10 and (out / 'summary_at_4.json').exists()
 
 
@@ -369,9 +371,9 @@ def test_an_extension_that_fails_before_its_first_checkpoint_leaves_the_finished
     checkpoint, so ckpt.pt is still the finished run's, and so must its summary.json be (it was renamed at the
     start, which left report.py with no finished run and ablate.sh resuming it)."""
     out = tmp_path / 'o'
-    run_train(out, '--max_iters=3', '--lr_decay_iters=3', '--eval_interval=3')
+    train_cli(out, '--max_iters=3', '--lr_decay_iters=3', '--eval_interval=3')
     before = (out / 'summary.json').read_bytes()
-    p = run_train(out, '--init_from=resume', '--max_iters=6', '--lr_decay_iters=6', '--eval_interval=100',
+    p = train_cli(out, '--init_from=resume', '--max_iters=6', '--lr_decay_iters=6', '--eval_interval=100',
                   '--learning_rate=1e12', '--warmup_iters=0', check=False)
     assert p.returncode != 0 and 'non-finite' in p.stdout + p.stderr, p.stdout + p.stderr
     assert (out / 'summary.json').read_bytes() == before and not list(out.glob('summary_at_*'))
@@ -404,15 +406,15 @@ def test_a_scratch_run_keeps_the_log_of_an_earlier_run_without_its_checkpoint(tm
     unfinished run copied back to be resumed): a run from scratch there used to empty that log; it is kept
     beside, named by the last step it logged, and the console says so."""
     out = tmp_path / 'o'
-    run_train(out, '--max_iters=4', '--eval_interval=2')
+    train_cli(out, '--max_iters=4', '--eval_interval=2')
     earlier = (out / 'log.jsonl').read_bytes()
     for name in ('ckpt.pt', 'best.pt', 'summary.json'):
         (out / name).unlink()
-    p = run_train(out, '--max_iters=2', '--eval_interval=2')
+    p = train_cli(out, '--max_iters=2', '--eval_interval=2')
     assert (out / 'log_until_4.jsonl').read_bytes() == earlier and 'kept as' in p.stdout, p.stdout
     assert max(r['iter'] for r in read_log(out)) == 2  # the new run's own log
     (out / 'summary.json').unlink(), (out / 'ckpt.pt').unlink(), (out / 'best.pt').unlink()
-    run_train(out, '--max_iters=2', '--eval_interval=2')  # again: the second earlier log does not replace the first
+    train_cli(out, '--max_iters=2', '--eval_interval=2')  # again: the second earlier log does not replace the first
     assert (out / 'log_until_4.jsonl').read_bytes() == earlier and (out / 'log_until_2.jsonl').exists()
 
 

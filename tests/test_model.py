@@ -27,6 +27,8 @@ import cpu_kernels  # noqa: E402
 import model as M  # noqa: E402
 from model import GPT, GPTConfig  # noqa: E402
 
+pytestmark = pytest.mark.usefixtures('one_thread')  # conftest.py: torch on one thread, here and in subprocesses
+
 # tiny dims: n_embd 64, 4 heads (diff: 4 differential heads of 2 x 8), T = 16
 BASE = dict(block_size=32, vocab_size=61, n_layer=1, n_head=4, n_embd=64, dropout=0.0, bias=True)
 T = 16

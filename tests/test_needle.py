@@ -14,6 +14,9 @@ sys.path.insert(0, ROOT)
 import needle_eval  # noqa: E402
 from dataset import load_prepare  # noqa: E402
 from model import load_checkpoint  # noqa: E402
+from test_train import cli, script  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures('one_thread', 'peak_once')  # conftest.py
 
 needle = load_prepare('needle')  # data/needle/prepare.py, the generator
 
@@ -141,13 +144,13 @@ def test_build_draws_needle_counts_from_min_to_max():
 def test_prepare_refuses_records_that_cannot_hold_the_task_and_makes_its_out_dir(tmp_path, args, said):
     """Settings a record cannot hold ended in a ValueError traceback from deep inside; a new --out_dir in a
     FileNotFoundError."""
-    script = os.path.join(ROOT, 'data', 'needle', 'prepare.py')
-    p = subprocess.run([sys.executable, script, *args, '--out_dir', str(tmp_path / 'x')], capture_output=True,
+    prepare = os.path.join(ROOT, 'data', 'needle', 'prepare.py')
+    p = subprocess.run([sys.executable, prepare, *args, '--out_dir', str(tmp_path / 'x')], capture_output=True,
                        text=True, timeout=300)
     assert p.returncode == 2 and said in p.stderr and 'Traceback' not in p.stderr, p.stderr
     assert not (tmp_path / 'x').exists()  # refused before anything is written
-    p = subprocess.run([sys.executable, script, '--n_train=50', '--n_val=10', '--out_dir', str(tmp_path / 'new' / 'd')],
-                       capture_output=True, text=True, timeout=300)
+    p = subprocess.run([sys.executable, prepare, '--n_train=50', '--n_val=10', '--out_dir',
+                        str(tmp_path / 'new' / 'd')], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0 and (tmp_path / 'new' / 'd' / 'meta.json').exists(), p.stderr
 
 
@@ -246,18 +249,15 @@ def test_evaluate_with_distractors_reports_the_stale_rate_and_the_three_shares()
         assert 0 < cell['distractor_share'] < 1 and 0 < cell['unrelated_share'] < 1
 
 
-def test_train_and_eval_end_to_end(tmp_path, monkeypatch):
+def test_train_and_eval_end_to_end(tmp_path, monkeypatch, small_needle):
     out = tmp_path / 'o'
-    cmd = [sys.executable, os.path.join(ROOT, 'train.py'), os.path.join(ROOT, 'configs', 'needle_diffv2.py'),
-           '--max_iters=3', '--eval_interval=3', '--eval_iters=1', '--batch_size=4', '--device=cpu',
-           f'--out_dir={out}']
-    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    # the config's task (data/needle's default records), from a folder of a few of them
+    p = cli(os.path.join(ROOT, 'configs', 'needle_diffv2.py'), f'--dataset={small_needle}', '--max_iters=3',
+            '--eval_interval=3', '--eval_iters=1', '--batch_size=4', '--device=cpu', f'--out_dir={out}')
     assert p.returncode == 0, p.stdout + p.stderr
     evals = [json.loads(l) for l in open(out / 'log.jsonl') if '"eval"' in l]
     assert 2.5 < evals[0]['val_loss'] < 6  # only answers count: about ln(32 values) once the values are found
-    p = subprocess.run([sys.executable, os.path.join(ROOT, 'needle_eval.py'), '--out_dir', str(out), '--n_eval=4',
-                        '--needles', '1', '2', '--depths', '0', '1'], cwd=ROOT, capture_output=True, text=True,
-                       timeout=600)
+    p = script('needle_eval.py', '--out_dir', out, '--n_eval=4', '--needles', '1', '2', '--depths', '0', '1')
     assert p.returncode == 0, p.stderr
     res = json.load(open(out / 'needle_eval.json'))
     assert len(res['cells']) == 4
@@ -267,7 +267,7 @@ def test_train_and_eval_end_to_end(tmp_path, monkeypatch):
     # default arguments: full precision, the numbers needle_eval.py always gave (fp32, no autocast)
     assert res['dtype'] == 'float32'
     model, ckpt = load_checkpoint(str(out / 'ckpt.pt'), res['device'])
-    meta = json.load(open(os.path.join(ROOT, 'data', 'needle', 'meta.json')))
+    meta = json.load(open(small_needle / 'meta.json'))
     grid = needle_eval.evaluate(model.eval(), meta, [1, 2], [0.0, 1.0], 4, 1, res['device'])
     for c in res['cells']:
         expected = grid[(c['needles'], c['depth'])]
@@ -276,22 +276,19 @@ def test_train_and_eval_end_to_end(tmp_path, monkeypatch):
     # them; --device and --dtype pick where and how the model runs; sample.py's --ckpt is not taken for --ckpt_name
     best_iter = min(evals, key=lambda e: e['val_loss'])['iter']
     before = (out / 'needle_eval.json').read_bytes()
-    p = subprocess.run([sys.executable, os.path.join(ROOT, 'needle_eval.py'), '--out_dir', str(out), '--n_eval=4',
-                        '--needles', '1', '2', '--depths', '0', '1', '--ckpt_name=best.pt', '--device=cpu',
-                        '--dtype=bfloat16'], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    p = script('needle_eval.py', '--out_dir', out, '--n_eval=4', '--needles', '1', '2', '--depths', '0', '1',
+               '--ckpt_name=best.pt', '--device=cpu', '--dtype=bfloat16')
     assert p.returncode == 0, p.stderr
     assert (out / 'needle_eval.json').read_bytes() == before
     res = json.load(open(out / 'needle_eval_best.json'))
     assert (res['checkpoint'], res['iter'], res['device'], res['dtype']) == (str(out / 'best.pt'), best_iter, 'cpu',
                                                                              'bfloat16')
-    p = subprocess.run([sys.executable, os.path.join(ROOT, 'needle_eval.py'), '--out_dir', str(out),
-                        f'--ckpt={out}/best.pt'], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    p = script('needle_eval.py', '--out_dir', out, f'--ckpt={out}/best.pt')
     assert p.returncode == 2 and 'unrecognized arguments: --ckpt=' in p.stderr
     # a needle count the data cannot hold, and data prepared again for another record length: errors that say so
     # (a traceback, and a silent evaluation of 17-token records by a model of 33, before), nothing written
     before = (out / 'needle_eval.json').read_bytes()
-    p = subprocess.run([sys.executable, os.path.join(ROOT, 'needle_eval.py'), '--out_dir', str(out), '--needles',
-                        '99'], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    p = script('needle_eval.py', '--out_dir', out, '--needles', '99')
     assert p.returncode == 1 and '--needles takes counts from 1 to' in p.stderr and 'Traceback' not in p.stderr
     monkeypatch.setattr(sys, 'argv', ['needle_eval.py', '--out_dir', str(out)])
     for changed, match in [(dict(record_len=17), r'is not the data .* \(data: 17\)'),
@@ -304,18 +301,16 @@ def test_train_and_eval_end_to_end(tmp_path, monkeypatch):
     monkeypatch.undo()
     assert meta['max_needles'] < 8 <= needle_eval.needle.max_needles(meta['record_len'], meta['n_queries'],
                                                                       meta['n_keys'])
-    p = subprocess.run([sys.executable, os.path.join(ROOT, 'needle_eval.py'), '--out_dir', str(out), '--n_eval=2',
-                        '--needles', '8', '--depths', '0'], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    p = script('needle_eval.py', '--out_dir', out, '--n_eval=2', '--needles', '8', '--depths', '0')
     assert p.returncode == 0, p.stderr
     assert json.load(open(out / 'needle_eval.json'))['needles'] == [8]
 
 
-def test_attention_figure_labels_whole_layers(monkeypatch):
+def test_attention_figure_labels_whole_layers(monkeypatch, small_needle):
     pytest.importorskip('matplotlib')
-    from dataset import ensure_data, load_meta
+    from dataset import load_meta
     from model import GPT, GPTConfig
-    ensure_data('needle')
-    meta = load_meta('needle')
+    meta = load_meta(str(small_needle))  # data/needle's default task
     model = GPT(GPTConfig(n_layer=3, n_head=2, n_embd=16, block_size=meta['record_len'] - 1,
                           vocab_size=meta['vocab_size'])).eval()
     figs = []

@@ -3,6 +3,7 @@ does not fit the data, a resume with another variant's config, a run's record of
 in a log file."""
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,7 +18,9 @@ import dataset  # noqa: E402
 import rundir  # noqa: E402
 import train  # noqa: E402
 from model import load_checkpoint  # noqa: E402
-from test_train import TINY, read_log, run_train  # noqa: E402
+from test_train import TINY, cli, read_log, script, train_cli  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures('one_thread', 'peak_once')  # conftest.py
 
 
 @pytest.fixture(scope='module', autouse=True)
@@ -29,8 +32,21 @@ def shakespeare_char():
 def run(tmp_path_factory):
     """A finished 4-step run to resume and sample from (its checkpoint is copied, never changed)."""
     out = tmp_path_factory.mktemp('run') / 'o'
-    run_train(out, '--max_iters=4', '--eval_interval=4', '--lr_decay_iters=8')
+    train_cli(out, '--max_iters=4', '--eval_interval=4', '--lr_decay_iters=8')
     return out
+
+
+def bigram_backcopy(to, block_size):
+    """Bigram-Backcopy records (data/bigram_backcopy/prepare.py on tiny Shakespeare: its 65 characters and BOS, 66
+    token ids) of block_size + 1 tokens, a few of them, in a folder of their own."""
+    d = to / 'bigram_backcopy'
+    d.mkdir(parents=True)
+    shutil.copy(os.path.join(ROOT, 'data', 'bigram_backcopy', 'prepare.py'), d / 'prepare.py')
+    p = subprocess.run([sys.executable, str(d / 'prepare.py'), f'--block_size={block_size}', '--n_train=64',
+                        '--n_val=16', '--input', os.path.join(ROOT, 'data', 'shakespeare_char', 'input.txt')],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0 and json.load(open(d / 'meta.json'))['vocab_size'] == 66, p.stderr
+    return d
 
 
 def copy_run(run, to, edit=None):
@@ -45,15 +61,14 @@ def copy_run(run, to, edit=None):
 
 
 def sample(out):
-    return subprocess.run([sys.executable, 'sample.py', f'--out_dir={out}', '--num_samples=1', '--max_new_tokens=5',
-                           '--device=cpu'], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    return script('sample.py', f'--out_dir={out}', '--num_samples=1', '--max_new_tokens=5', '--device=cpu')
 
 
 def test_a_checkpoint_of_older_code_takes_a_new_fields_default(run, tmp_path):
     """A GPTConfig field the checkpoint lacks (here rope_theta, as if it were added after the run) takes its default:
     the resume trains on and sample.py samples."""
     old = copy_run(run, tmp_path / 'old', lambda c: c['model_args'].pop('rope_theta'))
-    p = run_train(old, '--max_iters=6', '--eval_interval=4', '--lr_decay_iters=8', '--init_from=resume')
+    p = train_cli(old, '--max_iters=6', '--eval_interval=4', '--lr_decay_iters=8', '--init_from=resume')
     assert load_checkpoint(str(old / 'ckpt.pt'))[1]['iter_num'] == 6, p.stderr
     assert sample(old).returncode == 0
 
@@ -67,7 +82,7 @@ def test_a_checkpoint_of_newer_code_is_one_line_naming_what_this_code_lacks(run,
             c['model'] = dict(c['model'], **{'transformer.h.0.attn.q_norm.weight': torch.ones(8)})
     new = copy_run(run, tmp_path / 'new', edit)
     name = 'qk_norm' if what == 'field' else 'transformer.h.0.attn.q_norm.weight'
-    for p in (run_train(new, '--max_iters=6', '--init_from=resume', check=False), sample(new)):
+    for p in (train_cli(new, '--max_iters=6', '--init_from=resume', check=False), sample(new)):
         assert p.returncode == 1 and name in p.stderr and 'Traceback' not in p.stderr, p.stderr
         assert len(p.stderr.strip().splitlines()) == 1 or p.stderr.count('error') == 1, p.stderr
 
@@ -75,8 +90,7 @@ def test_a_checkpoint_of_newer_code_is_one_line_naming_what_this_code_lacks(run,
 def test_no_config_is_refused_naming_the_configs(tmp_path):
     """Without a config file and without a model shape, the defaults are GPT-2 small's 85M parameters, hours a step
     on a CPU: refused before anything is made, naming a config to use."""
-    p = subprocess.run([sys.executable, 'train.py', f'--out_dir={tmp_path / "o"}'], cwd=ROOT, capture_output=True,
-                       text=True, timeout=300)
+    p = cli(f'--out_dir={tmp_path / "o"}')
     assert p.returncode == 1 and 'configs/diff_sym_6L.py' in p.stderr and 'Traceback' not in p.stderr, p.stderr
     assert not (tmp_path / 'o').exists()
 
@@ -99,23 +113,33 @@ def test_a_stop_during_start_up_lands_within_seconds(tmp_path):
 
 
 def test_vocab_size_is_checked_against_the_data_and_the_checkpoint(run, tmp_path):
-    p = run_train(tmp_path / 'v', '--vocab_size=10', '--max_iters=2', check=False)
+    p = train_cli(tmp_path / 'v', '--vocab_size=10', '--max_iters=2', check=False)
     assert p.returncode == 1 and "vocab_size=10 is below dataset 'shakespeare_char''s 65 token ids" in p.stderr
     assert 'IndexError' not in p.stderr and not (tmp_path / 'v').exists()
-    # a Shakespeare run resumed on Bigram-Backcopy's data (66 ids), as a refused resume's advice (--dataset=...) does
+    # a Shakespeare run resumed on Bigram-Backcopy's data (66 ids), as a refused resume's advice (--dataset=...) does:
+    # records of the run's block_size + 1 tokens, so that the vocabulary is all that does not fit
+    data = bigram_backcopy(tmp_path, 32)
     bb = copy_run(run, tmp_path / 'bb')
-    p = run_train(bb, '--dataset=bigram_backcopy', '--block_size=128', '--max_iters=6', '--init_from=resume',
-                  check=False)
-    assert p.returncode == 1 and 'vocab_size=65' in p.stderr and "'bigram_backcopy' holds 66 token ids" in p.stderr
-    assert 'IndexError' not in p.stderr, p.stderr
+    p = train_cli(bb, f'--dataset={data}', '--max_iters=6', '--init_from=resume', check=False)
+    assert p.returncode == 1 and 'vocab_size=65' in p.stderr and f"'{data}' holds 66 token ids" in p.stderr, p.stderr
+    assert 'IndexError' not in p.stderr and load_checkpoint(str(bb / 'ckpt.pt'))[1]['iter_num'] == 4, p.stderr
+
+
+def test_a_resume_on_another_dataset_names_its_vocabulary_before_its_block_size(run, tmp_path):
+    """The refusal above, where the other dataset's records also need another block_size (data/bigram_backcopy's
+    are 129 tokens: --block_size=128, as the refused resume's advice gives): the vocabulary is named first, since
+    dropping --block_size, as a refusal of the changed model key would advise, cannot make the data fit."""
+    data = bigram_backcopy(tmp_path, 16)
+    bb = copy_run(run, tmp_path / 'bb')
+    p = train_cli(bb, f'--dataset={data}', '--block_size=16', '--max_iters=6', '--init_from=resume', check=False)
+    assert p.returncode == 1 and 'vocab_size=65' in p.stderr and f"'{data}' holds 66 token ids" in p.stderr, p.stderr
 
 
 def test_a_resume_refuses_another_variants_config_file(run, tmp_path):
     """The same rule wherever a model key comes from: configs/diff_3L.py on a nanogpt run is refused, as
     --attn=diff on the command line is."""
     out = copy_run(run, tmp_path / 'o')
-    p = subprocess.run([sys.executable, 'train.py', 'configs/diff_3L.py', *TINY, f'--out_dir={out}', '--max_iters=6',
-                        '--init_from=resume'], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    p = cli('configs/diff_3L.py', *TINY, f'--out_dir={out}', '--max_iters=6', '--init_from=resume')
     assert p.returncode == 1 and "attn='softmax'" in p.stderr and "gives bias=False, attn='diff'" in p.stderr, p.stderr
     assert load_checkpoint(str(out / 'ckpt.pt'))[1]['iter_num'] == 4
 
@@ -130,7 +154,7 @@ def test_a_run_records_its_code_and_a_stable_mfu_peak(run, tmp_path):
     peak = s['mfu_peak_flops']
     assert peak > 0 and ckpt['timing']['peak_flops'] == peak
     out = copy_run(run, tmp_path / 'o', lambda c: c['timing'].update(peak_flops=1e12))  # as if timed at 1 TFLOP/s
-    run_train(out, '--max_iters=6', '--eval_interval=4', '--lr_decay_iters=8', '--init_from=resume')
+    train_cli(out, '--max_iters=6', '--eval_interval=4', '--lr_decay_iters=8', '--init_from=resume')
     assert json.load(open(out / 'summary.json'))['mfu_peak_flops'] == 1e12
     line = [r for r in read_log(out) if r['kind'] == 'train' and r['iter'] == 6][0]
     model = load_checkpoint(str(out / 'ckpt.pt'))[0]

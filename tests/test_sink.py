@@ -15,6 +15,9 @@ import torch
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from dataset import load_prepare  # noqa: E402
+from test_train import cli, script  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures('one_thread', 'peak_once')  # conftest.py
 
 bb = load_prepare('bigram_backcopy')  # data/bigram_backcopy/prepare.py, the generator
 TEXT = 'the quick brown fox jumps over the lazy dog. ' * 40 + 'sphinx of black quartz, judge my vow!\n' * 20
@@ -101,20 +104,16 @@ def test_every_sink_config_trains_and_is_analysed(tmp_path):
             'softmax1_orthoadam_2L'} <= names
     for cfg in cfgs:
         out = tmp_path / os.path.basename(cfg)[:-3]
-        run = subprocess.run([sys.executable, 'train.py', cfg, f'--dataset={d}', '--block_size=16', '--max_iters=2',
-                              '--eval_interval=2', '--eval_iters=1', '--batch_size=4', '--device=cpu',
-                              '--n_embd=32', f'--out_dir={out}'], cwd=ROOT, capture_output=True, text=True,
-                             timeout=600)
+        run = cli(cfg, f'--dataset={d}', '--block_size=16', '--max_iters=2', '--eval_interval=2', '--eval_iters=1',
+                  '--batch_size=4', '--device=cpu', '--n_embd=32', f'--out_dir={out}')
         assert run.returncode == 0, cfg + run.stdout + run.stderr
     out = tmp_path / 'bb_nanogpt_2L'
-    a = subprocess.run([sys.executable, 'analyze.py', f'--out_dir={out}', '--eval_iters=1', '--batch_size=4'],
-                       cwd=ROOT, capture_output=True, text=True, timeout=600)
+    a = script('analyze.py', f'--out_dir={out}', '--eval_iters=1', '--batch_size=4')
     assert a.returncode == 0, a.stderr
     res = json.load(open(out / 'analysis.json'))
     # the checkpoint names the dataset's BOS: sample.py starts the prompt with it and never samples it
     assert torch.load(out / 'ckpt.pt', weights_only=False)['tokenizer']['bos'] == len(set(TEXT))
-    smp = subprocess.run([sys.executable, 'sample.py', f'--out_dir={out}', '--start=the', '--num_samples=2',
-                          '--max_new_tokens=40', '--top_k=0'], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    smp = script('sample.py', f'--out_dir={out}', '--start=the', '--num_samples=2', '--max_new_tokens=40', '--top_k=0')
     assert smp.returncode == 0, smp.stderr
     samples = smp.stdout.split('---------------\n')[:-1]
     assert len(samples) == 2 and all(x.startswith('the') and '<s>' not in x for x in samples)

@@ -1,5 +1,6 @@
 """train.py, sample.py and the data scripts, end to end on tiny models and the real Shakespeare text (CPU)."""
 import contextlib
+import io
 import json
 import os
 import runpy
@@ -8,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+import traceback
 
 import numpy as np
 import pytest
@@ -20,8 +22,11 @@ import cuda_graph  # noqa: E402
 import dataset  # noqa: E402
 import hardware  # noqa: E402
 import processes  # noqa: E402
+import rundir  # noqa: E402
 import train  # noqa: E402
 from model import GPT, GPTConfig, load_checkpoint  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures('one_thread', 'peak_once')  # conftest.py
 
 TINY = ['--n_layer=2', '--n_head=4', '--n_embd=64', '--block_size=32', '--batch_size=8', '--device=cpu',
         '--compile=False', '--dtype=float32', '--eval_iters=2', '--log_interval=1', '--warmup_iters=2']
@@ -38,6 +43,67 @@ def run_train(out_dir, *args, check=True, env=None):
 def read_log(out_dir):
     with open(os.path.join(out_dir, 'log.jsonl')) as f:
         return [json.loads(l) for l in f if l.strip()]
+
+
+def in_process(main, argv, cwd=None):
+    """`sys.exit(main())` of a script, run in this process (no interpreter start, no torch import): its exit status,
+    stdout and stderr as subprocess.run gives them. SystemExit's message goes to stderr with status 1, as Python
+    prints it; an uncaught exception's traceback too, with status 1, so that 'Traceback' in stderr still shows one.
+    argv: the script's sys.argv. Not for runs that get a signal (the handler writes to the stdout's file number)."""
+    out, err = io.StringIO(), io.StringIO()
+    old_argv, old_cwd = sys.argv, os.getcwd()
+    sys.argv = [str(a) for a in argv]
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main()
+            except SystemExit as e:
+                code = e.code
+            except Exception:  # noqa: BLE001: what the interpreter does with it
+                traceback.print_exc()
+                code = 1
+    finally:
+        sys.argv = old_argv
+        os.chdir(old_cwd)
+    if code is None:
+        code = 0
+    elif not isinstance(code, int):
+        print(code, file=err)
+        code = 1
+    return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
+
+
+def script(path, *args, cwd=ROOT):
+    """`python path args` in this process: the script's __main__ block, through runpy."""
+    path = os.path.join(ROOT, path)
+
+    def main():  # a script that ends without sys.exit exits 0
+        runpy.run_path(path, run_name='__main__')
+    return in_process(main, [path, *args], cwd=cwd)
+
+
+def cli(*argv, check=False):
+    """`python train.py argv` in this process: train.cli, what train.py's __main__ runs (sys.exit(cli(argv)))."""
+    argv = [str(a) for a in argv]
+    p = in_process(lambda: train.cli(argv), ['train.py', *argv], cwd=ROOT)
+    if check:
+        assert p.returncode == 0, p.stdout + p.stderr
+    return p
+
+
+def train_cli(out_dir, *args, check=True):
+    """run_train in this process (for a test that is not about the process: its start, a signal, the environment)."""
+    return cli(*TINY, f'--out_dir={out_dir}', *args, check=check)
+
+
+@pytest.fixture(scope='module')
+def run2(tmp_path_factory):
+    """A finished run of 2 steps (TINY, evals at 0 and 2) to sample from and read; a test that changes it copies it."""
+    out = tmp_path_factory.mktemp('run2') / 'o'
+    train_cli(out, '--max_iters=2', '--eval_interval=2')
+    return out
 
 
 @pytest.fixture(scope='session', autouse=True)
@@ -91,8 +157,7 @@ def test_overrides_win_wherever_they_stand_and_config_file_errors_name_their_lin
     (tmp_path / 'name.py').write_text("n_layer = 3\nn_head = heads\n")
     with pytest.raises(ValueError, match=r"name\.py, line 2: NameError: name 'heads' is not defined"):
         config.parse_config([str(tmp_path / 'name.py')])
-    p = subprocess.run([sys.executable, os.path.join(ROOT, 'train.py'), str(tmp_path / 'name.py')], cwd=ROOT,
-                       capture_output=True, text=True, timeout=120)
+    p = cli(tmp_path / 'name.py')
     assert p.returncode == 1 and 'Traceback' not in p.stderr and 'name.py, line 2' in p.stderr
 
 
@@ -122,7 +187,7 @@ def test_learning_rate_schedule():
 
 
 def test_cli_reports_config_error_without_traceback(tmp_path):
-    p = run_train(tmp_path / 'o', '--attn=difff', check=False)
+    p = train_cli(tmp_path / 'o', '--attn=difff', check=False)
     assert p.returncode == 1
     assert "attn='difff' is not one of" in p.stderr and 'Traceback' not in p.stderr
 
@@ -131,7 +196,7 @@ def test_cli_reports_config_error_without_traceback(tmp_path):
 
 def test_short_run_learns_and_writes_logs(tmp_path):
     out = tmp_path / 'o'
-    run_train(out, '--max_iters=200', '--lr_decay_iters=200', '--learning_rate=5e-3', '--min_lr=5e-4',
+    train_cli(out, '--max_iters=200', '--lr_decay_iters=200', '--learning_rate=5e-3', '--min_lr=5e-4',
               '--eval_interval=100', '--eval_iters=10', '--attn=diff', '--log_interval=25', '--batch_size=16',
               '--block_size=64')
     log = read_log(out)
@@ -167,9 +232,9 @@ def test_resume_is_exact(tmp_path):
     common = ['--max_iters=8', '--lr_decay_iters=8', '--eval_interval=4', '--dropout=0.1', '--attn=diff',
               '--symmetric=True']
     straight, split = tmp_path / 'straight', tmp_path / 'split'
-    run_train(straight, *common)
-    run_train(split, *common[1:], '--max_iters=4')
-    run_train(split, *common, '--init_from=resume')
+    train_cli(straight, *common)
+    train_cli(split, *common[1:], '--max_iters=4')
+    run_train(split, *common, '--init_from=resume')  # a process of its own: all it has is ckpt.pt
     a, b = read_log(straight), read_log(split)
     assert [(r['iter'], r['kind']) for r in a] == [(r['iter'], r['kind']) for r in b]
     for ra, rb in zip(a, b):
@@ -246,7 +311,7 @@ def test_stop_at_an_eval_iteration_then_resume_gives_the_uninterrupted_log(tmp_p
 def test_best_pt_holds_the_lowest_val_loss_and_ckpt_pt_the_last_state(tmp_path):
     out = tmp_path / 'o'
     # a learning rate high enough that the val loss goes down and up again
-    run_train(out, '--max_iters=8', '--eval_interval=1', '--learning_rate=0.03', '--decay_lr=False',
+    train_cli(out, '--max_iters=8', '--eval_interval=1', '--learning_rate=0.03', '--decay_lr=False',
               '--always_save_checkpoint=False')
     evals = [r for r in read_log(out) if r['kind'] == 'eval']
     best = min(evals, key=lambda r: r['val_loss'])
@@ -263,14 +328,14 @@ def test_best_pt_holds_the_lowest_val_loss_and_ckpt_pt_the_last_state(tmp_path):
     assert load_checkpoint(str(out / 'best.pt'))[1]['iter_num'] == best['iter']
 
 
-def test_scratch_refuses_to_overwrite_a_checkpoint(tmp_path):
+def test_scratch_refuses_to_overwrite_a_checkpoint(tmp_path, run2):
     out = tmp_path / 'o'
-    run_train(out, '--max_iters=2', '--eval_interval=2')
+    shutil.copytree(run2, out)
     before = (out / 'ckpt.pt').read_bytes()
-    p = run_train(out, '--max_iters=2', check=False)
+    p = train_cli(out, '--max_iters=2', check=False)
     assert p.returncode == 1 and '--init_from=resume' in p.stderr
     assert (out / 'ckpt.pt').read_bytes() == before
-    p = run_train(tmp_path / 'none', '--init_from=resume', check=False)
+    p = train_cli(tmp_path / 'none', '--init_from=resume', check=False)
     assert p.returncode == 1 and 'no checkpoint at' in p.stderr
 
 
@@ -290,13 +355,13 @@ def test_sigterm_saves_a_checkpoint_then_resume_finishes(tmp_path):
     _, ckpt = load_checkpoint(str(out / 'ckpt.pt'))
     assert ckpt['iter_num'] >= 3 and 'stopped at iteration' in rest
     assert not (out / 'summary.json').exists()  # not finished
-    run_train(out, '--max_iters=%d' % (ckpt['iter_num'] + 2), '--eval_interval=100000', '--init_from=resume')
+    train_cli(out, '--max_iters=%d' % (ckpt['iter_num'] + 2), '--eval_interval=100000', '--init_from=resume')
     assert json.load(open(out / 'summary.json'))['iter'] == ckpt['iter_num'] + 2
 
 
 def test_nonfinite_loss_stops_and_keeps_last_good_checkpoint(tmp_path, monkeypatch, capsys):
     out = tmp_path / 'o'
-    run_train(out, '--max_iters=4', '--eval_interval=4')
+    train_cli(out, '--max_iters=4', '--eval_interval=4')
     good = (out / 'ckpt.pt').read_bytes()
     import model as model_mod
     forward = model_mod.GPT.forward
@@ -333,7 +398,7 @@ def test_a_model_that_sees_later_tokens_stops_before_training(tmp_path, monkeypa
         train.main([*TINY, f'--out_dir={out}', '--max_iters=2'])
     assert not (out / 'ckpt.pt').exists() and not (out / 'log.jsonl').exists()
     monkeypatch.undo()
-    p = run_train(tmp_path / 'nc', '--max_iters=2', '--causal=False')
+    p = train_cli(tmp_path / 'nc', '--max_iters=2', '--causal=False')
     assert 'not a causal language model' in p.stdout
 
 
@@ -341,24 +406,24 @@ def test_eval_only_evaluates_a_checkpoint_off_the_schedule_and_writes_nothing(tm
     out = tmp_path / 'o'
     assert main_stopped_at(out, 3, '--max_iters=10', '--eval_interval=2') == 130  # a checkpoint at iteration 3
     before = {f: (out / f).read_bytes() for f in ('ckpt.pt', 'log.jsonl', 'best.pt')}
-    p = run_train(out, '--max_iters=10', '--eval_interval=2', '--init_from=resume', '--eval_only=True')
+    p = train_cli(out, '--max_iters=10', '--eval_interval=2', '--init_from=resume', '--eval_only=True')
     assert 'step 3: train loss' in p.stdout
-    p = run_train(out, '--init_from=resume', '--eval_only=True')  # the run's schedule need not be repeated
+    p = train_cli(out, '--init_from=resume', '--eval_only=True')  # the run's schedule need not be repeated
     assert 'step 3: train loss' in p.stdout
     assert {f: (out / f).read_bytes() for f in before} == before and not (out / 'summary.json').exists()
 
 
-def test_resuming_a_finished_run_trains_and_rewrites_nothing(tmp_path):
+def test_resuming_a_finished_run_trains_and_rewrites_nothing(tmp_path, run2):
     """A finished run resumed at its own max_iters (ablate.sh skips it; a hand-typed resume need not) exits 0 and
     leaves every file as it was: no summary with this process's timings or a batch_size it never trained with."""
     out = tmp_path / 'o'
-    run_train(out, '--max_iters=2', '--eval_interval=2')
+    shutil.copytree(run2, out)
     files = ('summary.json', 'ckpt.pt', 'best.pt', 'log.jsonl')
     before = {f: (out / f).read_bytes() for f in files}
-    p = run_train(out, '--max_iters=2', '--eval_interval=2', '--init_from=resume', '--batch_size=4')
+    p = train_cli(out, '--max_iters=2', '--eval_interval=2', '--init_from=resume', '--batch_size=4')
     assert 'finished at iteration 2' in p.stdout and 'nothing rewritten' in p.stdout
     assert {f: (out / f).read_bytes() for f in files} == before
-    p = run_train(out, '--max_iters=3', '--eval_interval=2', '--init_from=resume')  # extended: it trains on
+    p = train_cli(out, '--max_iters=3', '--eval_interval=2', '--init_from=resume')  # extended: it trains on
     assert json.load(open(out / 'summary.json'))['iter'] == 3
 
 
@@ -378,25 +443,32 @@ def test_a_stopped_and_resumed_run_reports_the_whole_run_s_time_and_tokens(tmp_p
 
 def test_resume_past_max_iters_is_an_error(tmp_path):
     out = tmp_path / 'o'
-    run_train(out, '--max_iters=4', '--eval_interval=2')
-    p = run_train(out, '--max_iters=2', '--eval_interval=2', '--init_from=resume', check=False)
+    train_cli(out, '--max_iters=4', '--eval_interval=2')
+    p = train_cli(out, '--max_iters=2', '--eval_interval=2', '--init_from=resume', check=False)
     assert p.returncode == 1 and 'is at iteration 4, past max_iters=2' in p.stderr
 
 
-def test_ddp_two_processes_equal_one_with_double_accumulation(tmp_path):
+def test_ddp_two_processes_equal_one_with_double_accumulation(tmp_path, monkeypatch):
     # eval_iters=3: rank 0 evaluates batches 0 and 2, rank 1 batch 1; the mean must be one process's
     common = ['--max_iters=3', '--lr_decay_iters=3', '--eval_interval=3', '--dropout=0.1', '--attn=diff',
               '--gradient_accumulation_steps=2', '--eval_iters=3']
     one, two = tmp_path / 'one', tmp_path / 'two'
-    # train.py with a stubbed device peak, so that the logged MFU can be checked exactly
+    # train.py with a stubbed device peak, so that the logged MFU can be checked exactly: the one process here, on
+    # one thread as each rank (OMP_NUM_THREADS=1)
     stub = tmp_path / 'train_stub_peak.py'
     stub.write_text(f"import sys\nsys.path.insert(0, {ROOT!r})\nimport rundir, train\n"
                     f"rundir.peak_flops = lambda device, dtype: 1e12\nsys.exit(train.main(sys.argv[1:]))\n")
-    env = dict(os.environ, OMP_NUM_THREADS='1')
-    for out, launch in ((one, []), (two, ['-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2'])):
-        p = subprocess.run([sys.executable, *launch, str(stub), *TINY, f'--out_dir={out}', *common], cwd=ROOT,
-                           capture_output=True, text=True, env=env, timeout=600)
-        assert p.returncode == 0, p.stdout + p.stderr
+    monkeypatch.setattr(rundir, 'peak_flops', lambda device, dtype: 1e12)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        assert train.main([*TINY, f'--out_dir={one}', *common]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    p = subprocess.run([sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2', str(stub),
+                        *TINY, f'--out_dir={two}', *common], cwd=ROOT, capture_output=True, text=True,
+                       env=dict(os.environ, OMP_NUM_THREADS='1'), timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
     assert '(2 processes)' in p.stdout
     ma, _ = load_checkpoint(str(one / 'ckpt.pt'))
     mb, _ = load_checkpoint(str(two / 'ckpt.pt'))
@@ -555,11 +627,10 @@ SEEDS_RUN = [*TINY, '--max_iters=6', '--lr_decay_iters=6', '--eval_interval=3', 
 
 # --- checkpoints, wandb, sampling
 
-def test_bad_checkpoints_give_clear_errors(tmp_path):
+def test_bad_checkpoints_give_clear_errors(tmp_path, run2):
     with pytest.raises(FileNotFoundError, match='no checkpoint at'):
         load_checkpoint(str(tmp_path / 'missing.pt'))
-    out = tmp_path / 'o'
-    run_train(out, '--max_iters=2', '--eval_interval=2')
+    out = run2
     data = (out / 'ckpt.pt').read_bytes()
     (tmp_path / 'trunc.pt').write_bytes(data[:len(data) // 2])
     with pytest.raises(ValueError, match='not a readable checkpoint'):
@@ -609,12 +680,9 @@ def test_wandb_offline_gets_per_layer_lambdas(tmp_path, monkeypatch):
         assert w['iter'] == r['iter'] and w['lambda/L2/full'] == r['lambda/L2/full']
 
 
-def test_sample_py_generates_text(tmp_path):
-    out = tmp_path / 'o'
-    run_train(out, '--max_iters=2', '--eval_interval=2')
-    p = subprocess.run([sys.executable, os.path.join(ROOT, 'sample.py'), f'--out_dir={out}', '--start=ROMEO:',
-                        '--num_samples=2', '--max_new_tokens=20', '--seed=1'], cwd=ROOT, capture_output=True,
-                       text=True, timeout=300)
+def test_sample_py_generates_text(run2):
+    p = script('sample.py', f'--out_dir={run2}', '--start=ROMEO:', '--num_samples=2', '--max_new_tokens=20',
+               '--seed=1')
     assert p.returncode == 0, p.stderr
     assert 'number of parameters' in p.stderr  # a note, not in the samples: stdout is only the text
     samples = p.stdout.split('\n---------------\n')
@@ -633,39 +701,34 @@ def test_a_device_that_is_not_one_is_refused_naming_the_choices(device):
         processes.setup_processes(config.parse_config([f'--device={device}']))  # before any data or model
 
 
-def test_sample_py_names_a_bad_device_not_the_checkpoint(tmp_path):
-    out = tmp_path / 'o'
-    run_train(out, '--max_iters=1', '--eval_interval=1')
-    p = subprocess.run([sys.executable, os.path.join(ROOT, 'sample.py'), f'--out_dir={out}', '--device=gpu'],
-                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+def test_sample_py_names_a_bad_device_not_the_checkpoint(run2):
+    p = script('sample.py', f'--out_dir={run2}', '--device=gpu')
     assert p.returncode == 1 and "device='gpu' is not a device" in p.stderr, p.stderr
     assert 'checkpoint' not in p.stderr and 'Traceback' not in p.stderr
 
 
 def test_sample_py_refuses_a_noncausal_model_and_decodes_without_the_dataset(tmp_path):
     out = tmp_path / 'o'
-    run_train(out, '--max_iters=2', '--eval_interval=2', '--causal=False')
-    cmd = [sys.executable, os.path.join(ROOT, 'sample.py'), f'--out_dir={out}', '--num_samples=1',
-           '--max_new_tokens=5']
-    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    train_cli(out, '--max_iters=2', '--eval_interval=2', '--causal=False')
+    cmd = ['sample.py', f'--out_dir={out}', '--num_samples=1', '--max_new_tokens=5']
+    p = script(*cmd)
     assert p.returncode == 1 and 'causal=False model' in p.stderr and 'Traceback' not in p.stderr, p.stderr
-    p = subprocess.run(cmd + ['--allow_noncausal'], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    p = script(*cmd, '--allow_noncausal')
     assert p.returncode == 0, p.stderr
     # a checkpoint copied to a machine without data/<dataset>/meta.json: it carries its own tokenizer
     ckpt = torch.load(out / 'ckpt.pt', weights_only=True)
     assert ckpt['tokenizer']['tokenizer'] == 'char' and len(ckpt['tokenizer']['itos']) == 65
     ckpt['config']['dataset'] = 'not_on_this_machine'
     torch.save(ckpt, out / 'ckpt.pt')
-    p = subprocess.run(cmd + ['--allow_noncausal', '--start=ROMEO:'], cwd=ROOT, capture_output=True, text=True,
-                       timeout=300)
+    p = script(*cmd, '--allow_noncausal', '--start=ROMEO:')
     assert p.returncode == 0 and 'ROMEO:' in p.stdout, p.stderr
     del ckpt['tokenizer']  # an older checkpoint of a 65-symbol model, and no meta.json: no GPT-2 BPE guess
     torch.save(ckpt, out / 'ckpt.pt')
-    p = subprocess.run(cmd + ['--allow_noncausal'], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    p = script(*cmd, '--allow_noncausal')
     assert p.returncode == 1 and 'cannot decode' in p.stderr and 'Traceback' not in p.stderr, p.stderr
 
 
-def test_sample_py_decodes_byte_tokens_and_refuses_bad_arguments_in_one_line(tmp_path):
+def test_sample_py_decodes_byte_tokens_and_refuses_bad_arguments_in_one_line(run2):
     """data/fineweb/prepare.py --tokenizer=byte is a documented dataset; sample.py said it could not decode it. A
     missing prompt file, an empty prompt and temperature 0 ended in tracebacks."""
     import sample
@@ -673,19 +736,15 @@ def test_sample_py_decodes_byte_tokens_and_refuses_bad_arguments_in_one_line(tmp
                                               config=dict(dataset='/tmp/webdata')))
     assert encode('héllo') == list('héllo'.encode()) and decode(encode('héllo')) == 'héllo'
     assert decode([104, 105, 256, 300]) == 'hi<|endoftext|>\ufffd'
-    out = tmp_path / 'o'
-    run_train(out, '--max_iters=1', '--eval_interval=1')
     for arg, said in (('--start=FILE:/no/such/prompt', 'cannot read the prompt'), ('--start=', 'prompt is empty'),
                       ('--temperature=0', '--temperature must be > 0')):
-        p = subprocess.run([sys.executable, os.path.join(ROOT, 'sample.py'), f'--out_dir={out}', arg,
-                            '--max_new_tokens=2'], cwd=ROOT, capture_output=True, text=True, timeout=300)
+        p = script('sample.py', f'--out_dir={run2}', arg, '--max_new_tokens=2')
         assert p.returncode != 0 and said in p.stderr and 'Traceback' not in p.stderr, (arg, p.stderr)
 
 
-def test_sample_py_without_a_run_names_the_runs_there_are(tmp_path):
-    run_train(tmp_path / 'out' / 'diff_3L', '--max_iters=2', '--eval_interval=2')
-    p = subprocess.run([sys.executable, os.path.join(ROOT, 'sample.py')], cwd=tmp_path, capture_output=True,
-                       text=True, timeout=300)
+def test_sample_py_without_a_run_names_the_runs_there_are(tmp_path, run2):
+    shutil.copytree(run2, tmp_path / 'out' / 'diff_3L')
+    p = script('sample.py', cwd=tmp_path)
     assert p.returncode == 1 and 'out/diff_3L' in p.stderr and '--out_dir' in p.stderr, p.stderr
 
 
@@ -709,37 +768,40 @@ def test_out_of_range_values_are_config_errors(arg, message):
         config.parse_config([arg])
 
 
-def test_cli_errors_help_and_warnings_need_no_traceback(tmp_path):
-    p = subprocess.run([sys.executable, os.path.join(ROOT, 'train.py'), '--help'], cwd=ROOT, capture_output=True,
-                       text=True, timeout=120)
+def test_cli_errors_help_and_warnings_need_no_traceback(tmp_path, monkeypatch):
+    monkeypatch.delenv('COLUMNS', raising=False)
+
+    def not_a_terminal(*a):  # stdout is a pipe, as under subprocess.run: the help takes its default width
+        raise OSError('not a terminal')
+    monkeypatch.setattr(os, 'get_terminal_size', not_a_terminal)
+    p = cli('--help')
+    monkeypatch.undo()
     assert p.returncode == 0 and 'learning_rate=0.0003' in p.stdout and "docs/config.md" in p.stdout
     assert len(p.stdout.splitlines()) <= 25  # one screen
     out = tmp_path / 'new'
     for arg, message in (('--device=cuda', 'CPU build'), ('--dataset=no_such_data', "dataset 'no_such_data'")):
-        p = run_train(out, '--max_iters=2', arg, check=False)
+        p = train_cli(out, '--max_iters=2', arg, check=False)
         assert p.returncode == 1 and message in p.stderr and 'Traceback' not in p.stderr, p.stderr
         assert not out.exists()  # a failed start leaves no empty out_dir behind
-    p = run_train(out, '--max_iters=3', '--lr_decay_iters=200', '--eval_interval=3')
+    p = train_cli(out, '--max_iters=3', '--lr_decay_iters=200', '--eval_interval=3')
     assert 'warning: lr_decay_iters=200 is past max_iters=3' in p.stdout
 
 
 def test_resume_refuses_changed_training_settings_unless_given_explicitly(tmp_path):
     out = tmp_path / 'o'
-    run_train(out, '--max_iters=4', '--lr_decay_iters=30', '--eval_interval=2')
+    train_cli(out, '--max_iters=4', '--lr_decay_iters=30', '--eval_interval=2')
     cfg = tmp_path / 'other.py'
     cfg.write_text("batch_size = 32\nlr_decay_iters = 200\n")
     tiny = [a for a in TINY if not a.startswith('--batch_size')]  # the config file's batch_size=32 applies
-    p = subprocess.run([sys.executable, os.path.join(ROOT, 'train.py'), str(cfg), *tiny, f'--out_dir={out}',
-                        '--max_iters=6', '--eval_interval=2', '--init_from=resume'],
-                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    p = cli(cfg, *tiny, f'--out_dir={out}', '--max_iters=6', '--eval_interval=2', '--init_from=resume')
     assert p.returncode == 1, p.stdout
     assert 'batch_size=8' in p.stderr and 'lr_decay_iters=30' in p.stderr and 'batch_size=32' in p.stderr
     assert load_checkpoint(str(out / 'ckpt.pt'))[1]['iter_num'] == 4  # nothing trained
     # a model key asked for is refused, not ignored with a warning (the run went on under the checkpoint's dropout)
-    p = run_train(out, '--max_iters=6', '--eval_interval=2', '--init_from=resume', '--dropout=0.1', check=False)
+    p = train_cli(out, '--max_iters=6', '--eval_interval=2', '--init_from=resume', '--dropout=0.1', check=False)
     assert p.returncode == 1 and "model has dropout=0.0; this command gives dropout=0.1" in p.stderr, p.stderr
     assert 'drop --dropout' in p.stderr and load_checkpoint(str(out / 'ckpt.pt'))[1]['iter_num'] == 4
-    p = run_train(out, '--max_iters=6', '--eval_interval=2', '--lr_decay_iters=60', '--init_from=resume')
+    p = train_cli(out, '--max_iters=6', '--eval_interval=2', '--lr_decay_iters=60', '--init_from=resume')
     assert 'lr_decay_iters changes from 30 to 60' in p.stdout
     s = json.load(open(out / 'summary.json'))
     assert s['iter'] == 6 and s['config']['lr_decay_iters'] == 60
@@ -750,26 +812,24 @@ def test_resume_refuses_a_changed_bos_and_eval_only_needs_a_checkpoint(tmp_path)
     in the embedding, even given on purpose, and with eval_only. eval_only from scratch scored untrained weights as if a run's; on
     a checkpoint it evaluates whatever the schedule given, even one that ends before the checkpoint."""
     out = tmp_path / 'o'
-    run_train(out, '--max_iters=4', '--eval_interval=2')
-    p = run_train(out, '--max_iters=6', '--eval_interval=2', '--init_from=resume', '--bos=True', check=False)
+    train_cli(out, '--max_iters=4', '--eval_interval=2')
+    p = train_cli(out, '--max_iters=6', '--eval_interval=2', '--init_from=resume', '--bos=True', check=False)
     assert p.returncode == 1 and 'bos cannot change on resume' in p.stderr and '--bos=False' in p.stderr, p.stderr
     assert load_checkpoint(str(out / 'ckpt.pt'))[1]['iter_num'] == 4
-    p = run_train(out, '--init_from=resume', '--eval_only=True', '--bos=True', check=False)
+    p = train_cli(out, '--init_from=resume', '--eval_only=True', '--bos=True', check=False)
     assert p.returncode == 1 and 'bos cannot change on resume' in p.stderr, p.stderr
-    p = run_train(tmp_path / 'new', '--eval_only=True', check=False)
+    p = train_cli(tmp_path / 'new', '--eval_only=True', check=False)
     assert p.returncode == 1 and 'add --init_from=resume' in p.stderr and not (tmp_path / 'new').exists(), p.stderr
-    p = run_train(out, '--max_iters=2', '--init_from=resume', '--eval_only=True')
+    p = train_cli(out, '--max_iters=2', '--init_from=resume', '--eval_only=True')
     assert 'step 4: train loss' in p.stdout, p.stdout
     # with nothing but the folder, eval_only evaluates as the run did (its batch_size 8 and eval_iters 2, not the
     # defaults 12 and 200): the losses it logged at step 4
-    p = subprocess.run([sys.executable, os.path.join(ROOT, 'train.py'), f'--out_dir={out}', '--init_from=resume',
-                        '--eval_only=True', '--device=cpu', '--dtype=float32'], cwd=ROOT, capture_output=True,
-                       text=True, timeout=300)
+    p = cli(f'--out_dir={out}', '--init_from=resume', '--eval_only=True', '--device=cpu', '--dtype=float32')
     assert p.returncode == 0, p.stderr
     last = [e for e in read_log(out) if e.get('kind') == 'eval'][-1]
     assert last['iter'] == 4 and (f"step 4: train loss {last['train_loss']:.4f}, val loss {last['val_loss']:.4f}"
                                   in p.stdout), p.stdout
-    p = run_train(tmp_path / 'r', '--pos=rope', '--rope_theta=-1', check=False)
+    p = train_cli(tmp_path / 'r', '--pos=rope', '--rope_theta=-1', check=False)
     assert p.returncode == 1 and 'rope_theta=-1' in p.stderr and 'must be positive' in p.stderr, p.stderr
 
 
@@ -778,8 +838,8 @@ def test_resume_strict_refuses_even_a_change_given_on_the_command_line(tmp_path)
     sweep, or one of a sweep older than sweep_settings, resumed under the new settings as if on purpose; with
     resume_strict=True (ablate.sh sets it) only the run's own settings continue it."""
     out = tmp_path / 'o'
-    run_train(out, '--max_iters=4', '--lr_decay_iters=8', '--eval_interval=2')
-    p = run_train(out, '--max_iters=8', '--lr_decay_iters=8', '--eval_interval=2', '--learning_rate=0.03',
+    train_cli(out, '--max_iters=4', '--lr_decay_iters=8', '--eval_interval=2')
+    p = train_cli(out, '--max_iters=8', '--lr_decay_iters=8', '--eval_interval=2', '--learning_rate=0.03',
                   '--seed=7', '--init_from=resume', '--resume_strict=True', check=False)
     assert p.returncode == 1 and 'resume_strict=True' in p.stderr, p.stderr
     assert 'seed=1337' in p.stderr and 'seed=7' in p.stderr and 'learning_rate=0.03' in p.stderr
@@ -788,7 +848,7 @@ def test_resume_strict_refuses_even_a_change_given_on_the_command_line(tmp_path)
     ckpt['config']['max_iters'] = 8
     torch.save(ckpt, out / 'ckpt.pt')
     (out / 'summary.json').unlink()
-    run_train(out, '--max_iters=8', '--lr_decay_iters=8', '--eval_interval=2', '--init_from=resume',
+    train_cli(out, '--max_iters=8', '--lr_decay_iters=8', '--eval_interval=2', '--init_from=resume',
               '--resume_strict=True', '--log_interval=2')  # its own settings (and a free key changed): it goes on
     assert json.load(open(out / 'summary.json'))['iter'] == 8
 
@@ -854,20 +914,19 @@ def test_bos_batches_put_the_token_at_position_0_and_shift_the_text():
     assert (x0[:, 0] != 60).all()  # without bos, nothing changes
 
 
-def test_bos_run_has_one_more_token_and_samples_with_it(tmp_path):
+def test_bos_run_has_one_more_token_and_samples_with_it(tmp_path, small_needle):
     out = tmp_path / 'o'
-    run_train(out, '--max_iters=2', '--eval_interval=2', '--bos=True')
+    train_cli(out, '--max_iters=2', '--eval_interval=2', '--bos=True')
     ckpt = torch.load(out / 'ckpt.pt', weights_only=True)
     assert ckpt['model_args']['vocab_size'] == 66 and ckpt['tokenizer']['bos'] == 65
-    p = subprocess.run([sys.executable, os.path.join(ROOT, 'sample.py'), f'--out_dir={out}', '--start=ROMEO:',
-                        '--num_samples=1', '--max_new_tokens=40', '--seed=1'], cwd=ROOT, capture_output=True,
-                       text=True, timeout=300)
+    p = script('sample.py', f'--out_dir={out}', '--start=ROMEO:', '--num_samples=1', '--max_new_tokens=40', '--seed=1')
     assert p.returncode == 0, p.stderr
     text = p.stdout.split('\n---------------\n')[0]
     assert text.startswith('ROMEO:') and len(text) == len('ROMEO:') + 40  # bos is neither printed nor sampled
-    p = run_train(tmp_path / 'n', '--max_iters=2', '--bos=True', '--dataset=needle', '--block_size=32', check=False)
+    p = train_cli(tmp_path / 'n', '--max_iters=2', '--bos=True', f'--dataset={small_needle}', '--block_size=32',
+                  check=False)
     assert p.returncode == 1 and 'bos=True needs a token stream' in p.stderr, p.stderr
-    p = run_train(tmp_path / 'v', '--max_iters=2', '--bos=True', '--vocab_size=65', check=False)
+    p = train_cli(tmp_path / 'v', '--max_iters=2', '--bos=True', '--vocab_size=65', check=False)
     assert p.returncode == 1 and 'vocab_size=65 must be at least 66' in p.stderr, p.stderr
 
 
@@ -921,13 +980,14 @@ def test_sequential_training_steps_take_consecutive_windows(tmp_path, monkeypatc
     assert sum(s is None for s, _ in seen) == 2 * 2  # evals at 0 and 3, one batch per split: random windows
 
 
-def test_sequential_run_trains_and_refuses_records(tmp_path):
+def test_sequential_run_trains_and_refuses_records(tmp_path, small_needle):
     out = tmp_path / 'o'
-    run_train(out, '--max_iters=3', '--eval_interval=3', '--window_order=sequential')
+    train_cli(out, '--max_iters=3', '--eval_interval=3', '--window_order=sequential')
     assert json.load(open(out / 'summary.json'))['config']['window_order'] == 'sequential'
-    p = run_train(tmp_path / 'n', '--max_iters=2', '--window_order=sequential', '--dataset=needle', check=False)
+    p = train_cli(tmp_path / 'n', '--max_iters=2', '--window_order=sequential', f'--dataset={small_needle}',
+                  check=False)
     assert p.returncode == 1 and "window_order='sequential' walks the windows of a token stream" in p.stderr
-    p = run_train(tmp_path / 'x', '--max_iters=2', '--window_order=shuffled', check=False)
+    p = train_cli(tmp_path / 'x', '--max_iters=2', '--window_order=shuffled', check=False)
     assert p.returncode == 1 and "window_order='shuffled' must be one of" in p.stderr, p.stderr
 
 

@@ -13,6 +13,9 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from dataset import load_prepare  # noqa: E402
+from test_train import cli  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures('one_thread', 'peak_once')  # conftest.py
 
 prep = load_prepare('fineweb')
 SCRIPT = os.path.join(ROOT, 'data', 'fineweb', 'prepare.py')
@@ -208,9 +211,7 @@ def test_gpt2_config_trains_two_steps_on_web_tokens(tmp_path, web_tokens, varian
     shrink = ['--n_layer=2', '--n_embd=48', '--n_head=2', '--block_size=32', '--batch_size=2',
               '--gradient_accumulation_steps=2', '--max_iters=2', '--lr_decay_iters=2', '--warmup_iters=1',
               '--eval_interval=2', '--eval_iters=2', '--device=cpu', '--dtype=float32']
-    p = subprocess.run([sys.executable, 'train.py', f'configs/{variant}_124M.py', f'--dataset={web_tokens}', *shrink,
-                        f'--out_dir={out}'], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                       env=dict(os.environ, OMP_NUM_THREADS='1'))
+    p = cli(f'configs/{variant}_124M.py', f'--dataset={web_tokens}', *shrink, f'--out_dir={out}')
     assert p.returncode == 0, p.stdout + p.stderr
     s = json.load(open(out / 'summary.json'))
     c = s['config']

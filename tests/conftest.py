@@ -1,0 +1,57 @@
+"""Fixtures shared by test files that ask for them (pytestmark = pytest.mark.usefixtures(...)); nothing here applies
+to a file that does not."""
+import functools
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope='module')
+def one_thread():
+    """torch on one thread, in this process and in every process the module's tests start (OMP_NUM_THREADS=1).
+    CI runs the tests in two workers on two cores: two threads each left every OpenMP barrier waiting for a core that
+    the other worker held (a 50-step tiny run took 73 s with two threads, 2.8 s with one, on a busy machine). Runs
+    compared for equality in a test all run under it, in-process or not, so they also take the same float path."""
+    threads, omp = torch.get_num_threads(), os.environ.get('OMP_NUM_THREADS')
+    torch.set_num_threads(1)
+    os.environ['OMP_NUM_THREADS'] = '1'
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+        if omp is None:
+            os.environ.pop('OMP_NUM_THREADS', None)
+        else:
+            os.environ['OMP_NUM_THREADS'] = omp
+
+
+@pytest.fixture(scope='module')
+def peak_once():
+    """The CPU's peak FLOP/s (MFU's denominator, hardware.peak_flops: the best of ten 1024^3 matmuls, a second of a
+    busy CI core) timed by the module's first training run in this process and reused by the others, as each run of
+    a process would find it; processes the tests start time their own."""
+    import rundir
+    measure = rundir.peak_flops
+    rundir.peak_flops = functools.lru_cache(maxsize=None)(measure)
+    try:
+        yield
+    finally:
+        rundir.peak_flops = measure
+
+
+@pytest.fixture(scope='module')
+def small_needle(tmp_path_factory):
+    """data/needle's task as its prepare.py makes it by default (records of 33 tokens, the same vocabulary and needle
+    counts), but 64 train and 16 val records, in a folder of their own (train.py's --dataset takes a path): preparing
+    data/needle itself writes 200,000 records, a minute or more of a CI core."""
+    d = tmp_path_factory.mktemp('needle')
+    p = subprocess.run([sys.executable, os.path.join(ROOT, 'data', 'needle', 'prepare.py'), '--n_train=64',
+                        '--n_val=16', '--out_dir', str(d)], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0 and json.load(open(d / 'meta.json'))['record_len'] == 33, p.stdout + p.stderr
+    return d
