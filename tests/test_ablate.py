@@ -415,7 +415,9 @@ def test_ablate_counts_a_launcher_that_exits_1_after_a_stop_as_stopped(tmp_path)
                          stderr=subprocess.STDOUT, text=True)
     run = tmp_path / 't' / 'nanogpt_3L_s1337'
     deadline = time.time() + 300
-    while not ((run / 'log.jsonl').exists() and (run / 'log.jsonl').stat().st_size > 0) and time.time() < deadline:
+    # past its first step (a stop before it saves nothing, by design: the step-0 eval alone is not enough)
+    while not ((run / 'log.jsonl').exists() and '"kind": "train"' in (run / 'log.jsonl').read_text()) and \
+            time.time() < deadline:
         time.sleep(0.5)
     p.send_signal(signal.SIGTERM)
     out = p.communicate(timeout=300)[0]
