@@ -195,11 +195,12 @@ def device():
 def step_env(ctx):
     import torch
     dev = 'cpu' if ctx.dry else device()
-    git = lambda *a: subprocess.run(['git', *a], cwd=HERE, capture_output=True, text=True).stdout.strip()
+    from rundir import code_version
+    code = code_version(untracked=False)  # the check's scratch files are not code
     info = dict(torch=torch.__version__, cuda=torch.version.cuda, python=sys.version.split()[0], device=dev,
                 # BENCH_GPU_COMMIT first: a device machine's copy of the tree may carry an older .git
-                commit=os.environ.get('BENCH_GPU_COMMIT') or git('rev-parse', '--short', 'HEAD') or None,
-                dirty=bool(git('status', '--porcelain', '--untracked-files=no')))
+                commit=os.environ.get('BENCH_GPU_COMMIT') or (code['commit'] or '')[:7] or None,
+                dirty=bool(code['dirty']))
     if dev == 'cuda':
         p = torch.cuda.get_device_properties(0)
         info.update(gpu=p.name, memory_gib=round(p.total_memory / 2 ** 30, 1), sms=p.multi_processor_count,

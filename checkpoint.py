@@ -53,7 +53,7 @@ def load_resumed(cfg, path, explicit, master, n_tokens):
         raise ValueError(f"{path}'s model has vocab_size={args['vocab_size']}, and dataset '{cfg['dataset']}' holds "
                          f"{n_tokens} token ids{' (with bos)' if cfg['bos'] else ''}: a resume continues on data its "
                          f"embedding can read. Resume with the run's own config (its dataset was "
-                         f"{ckpt.get('config', {}).get('dataset')!r}), or start a new run in another --out_dir")
+                         f"{saved.get('dataset')!r}), or start a new run in another --out_dir")
     # the model is the checkpoint's: a model key this command sets to something else, on the command line or in a
     # config file (another variant's, say), is refused, since the run would go on without it. vocab_size is the
     # dataset's unless given, and train.py checks it against the data. eval_only only looks: the keys are noted

@@ -287,13 +287,15 @@ def duration(seconds):
     return f"{s // 3600}h {s % 3600 // 60}m" if s >= 3600 else f"{s // 60}m {s % 60}s" if s >= 60 else f"{s}s"
 
 
-def code_version():
+def code_version(untracked=True):
     """The commit of the code this run uses and whether its tree has changes git would see (a model.py edited between
-    two runs of a sweep, say): {'commit': sha or None, 'dirty': bool or None}, None outside a git checkout."""
+    two runs of a sweep, say; untracked=False: changes to tracked files only): {'commit': sha or None, 'dirty': bool
+    or None}, None outside a git checkout."""
     here = os.path.dirname(os.path.abspath(__file__))
     try:
         sha = subprocess.run(['git', 'rev-parse', 'HEAD'], cwd=here, capture_output=True, text=True, timeout=30)
-        status = subprocess.run(['git', 'status', '--porcelain'], cwd=here, capture_output=True, text=True, timeout=30)
+        status = subprocess.run(['git', 'status', '--porcelain', f"--untracked-files={'normal' if untracked else 'no'}"],
+                                cwd=here, capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         return dict(commit=None, dirty=None)
     if sha.returncode != 0:
