@@ -1,15 +1,16 @@
 """
 The GPU check: one command, the first thing to run on a machine with a GPU. It fits a short loan of one.
 
+$ python bench_gpu.py --next --budget 540 --out DIR      # the GPU queue (gpu_queue.py): the jobs results/ waits on
 $ python bench_gpu.py --budget 540 --out DIR             # the check: results.json and results.md in DIR
-$ python bench_gpu.py --evidence zero_future --budget 560 --out DIR   # a GPU job results/ waits on (see EVIDENCE)
-$ python bench_gpu.py --dry-run --out DIR                # the same code on the CPU with tiny settings (a test runs it)
+$ python bench_gpu.py --dry-run [--next] --out DIR       # the same code on the CPU with tiny settings (a test runs it)
 
 Each step runs in a process of its own with a time limit: the steps go most important first, a step that needs
 more time than is left is skipped and says so, one that overruns is killed, and each step's result is written to
 DIR/results.json and DIR/results.md as soon as it ends, so a check cut short still brings back what it measured.
 Nothing needs the network or wandb. Long runs go to a scratch folder (--scratch), never to DIR: DIR holds at most
-results.json, results.md, log.txt and, for --evidence, one .tar.gz of the sweep's small files.
+results.json, results.md, log.txt and, for --next, queue.json, a log per job and results/<sweep>/<run>/ with each
+finished run's small files (`python gpu_queue.py collect DIR` puts them under results/).
 
 The steps (results/bench_gpu.md says what each measures and why):
   env          the machine, the commit, and its two ceilings measured: device memory bandwidth (a large copy) and
@@ -36,6 +37,7 @@ import sys
 import tarfile
 import time
 
+from gpu_queue import SEED5
 from output import write_json, write_text
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -43,19 +45,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # (step, seconds it needs at least, seconds it may take at most), most important first
 STEPS = [('env', 10, 60), ('floor', 10, 60), ('graph_tests', 60, 220), ('alone', 60, 200), ('cuda_tests', 60, 200),
          ('gpt2', 60, 180), ('jobs', 90, 240)]
-
-# --evidence NAME: GPU jobs that results/seed_table_explained.md and results/claims.md list as unmeasured, each
-# sized to finish inside one 10-minute call on one H100 (an estimate until measured: bench_gpu.md). Each is one
-# ablate.sh command; its sweep's small files come back as DIR/<sweep>.tar.gz, to unpack under results/.
-SEED5 = 'nanogpt diff sym diff_sym norm_sym'
-EVIDENCE = {
-    'zero_future': dict(env=dict(LEAK='zero_future', PROFILE='full', SEEDS='1 2', DEPTHS='3L', VARIANTS=SEED5,
-                                 JOBS='10')),
-    'seed_pipeline_s1': dict(env=dict(PROFILE='seed_pipeline', SEEDS='1', DEPTHS='3L', VARIANTS=SEED5, JOBS='5')),
-    'seed_pipeline_s2': dict(env=dict(PROFILE='seed_pipeline', SEEDS='2', DEPTHS='3L', VARIANTS=SEED5, JOBS='5')),
-    'seed3_3L_6L': dict(env=dict(PROFILE='full', SEEDS='3', DEPTHS='3L 6L', VARIANTS=SEED5, JOBS='10')),
-    'seed3_8L': dict(env=dict(PROFILE='full', SEEDS='3', DEPTHS='8L', VARIANTS=SEED5, JOBS='5')),
-}
 
 # the seed's 3-layer model and schedule (configs/base_shakespeare_char.py, ablate.sh PROFILE=full)
 SEED_3L = dict(n_layer=3, n_head=8, n_embd=256, block_size=256, batch_size=32, vocab_size=65, bias=False, dropout=0.2)
@@ -73,7 +62,9 @@ def main(argv=None):
     ap.add_argument('--out', required=True, help='where results.json, results.md and log.txt go')
     ap.add_argument('--budget', type=float, default=540, help='seconds for the whole check (default 540)')
     ap.add_argument('--dry-run', action='store_true', help='the same code on the CPU with tiny settings')
-    ap.add_argument('--evidence', choices=sorted(EVIDENCE), help='run one GPU job of results/ instead of the check')
+    ap.add_argument('--next', action='store_true', help="run the GPU queue's pending jobs instead of the check")
+    ap.add_argument('--job', action='append', help='with --next: only this job of the queue (repeatable)')
+    ap.add_argument('--cut-after', type=int, help=argparse.SUPPRESS)  # the dry run: stop a job after N runs came back
     ap.add_argument('--steps', nargs='+', choices=[s for s, _, _ in STEPS], help='only these steps (default all)')
     ap.add_argument('--scratch', default=None, help='where runs go (default: a folder under /tmp, removed after)')
     ap.add_argument('--step', help=argparse.SUPPRESS)  # internal: run one step in this process
@@ -85,9 +76,9 @@ def main(argv=None):
     scratch = args.scratch or os.path.join('/tmp', f'bench_gpu_{os.getpid()}')
     os.makedirs(scratch, exist_ok=True)
     path = os.path.join(args.out, 'results.json')
-    results = dict(mode='dry-run' if args.dry_run else 'evidence' if args.evidence else 'check',
+    results = dict(mode=('dry-run ' if args.dry_run else '') + ('queue' if args.next else 'check'),
                    budget_s=args.budget, started=time.strftime('%Y-%m-%d %H:%M:%S %Z'), steps={})
-    plan = [('env', 10, 60), ('evidence', 60, 1e9)] if args.evidence else \
+    plan = [('env', 10, 60), ('queue', 30, 1e9)] if args.next else \
         [s for s in STEPS if not args.steps or s[0] in args.steps]
     try:
         for name, need, cap in plan:
@@ -115,8 +106,11 @@ def run_child(args, name, scratch, limit, results):
         os.remove(part)
     cmd = [sys.executable, os.path.abspath(__file__), '--step', name, '--out', args.out, '--scratch', scratch]
     cmd += ['--dry-run'] if args.dry_run else []
-    cmd += ['--evidence', args.evidence] if args.evidence else []
-    env = dict(os.environ, PYTHONUNBUFFERED='1', BENCH_GPU_DONE=json.dumps(results['steps']))  # earlier steps' results
+    cmd += ['--next'] if args.next else []
+    cmd += [a for j in args.job or [] for a in ('--job', j)]
+    cmd += ['--cut-after', str(args.cut_after)] if args.cut_after else []
+    env = dict(os.environ, PYTHONUNBUFFERED='1', BENCH_GPU_DONE=json.dumps(results['steps']),  # earlier steps' results
+               BENCH_GPU_UNTIL=str(time.time() + limit))  # when the step is stopped: a queue job stops itself before
     t = time.monotonic()
     with open(os.path.join(args.out, 'log.txt'), 'a') as log:
         log.write(f"\n===== {name} (limit {limit:.0f} s)\n")
@@ -421,39 +415,45 @@ def step_jobs(ctx):
         ctx.save(jobs=out)
 
 
-def step_evidence(ctx):
-    """One EVIDENCE job: its ablate.sh sweep into scratch, then the sweep's small files as DIR/<sweep>.tar.gz."""
-    job = EVIDENCE[ctx.args.evidence]
-    runs_dir = os.path.join(ctx.scratch, 'runs')
-    env = dict(os.environ, RUNS_DIR=runs_dir, PYTHON=sys.executable, **job['env'])
-    extra = []
-    if ctx.dry:  # the same sweep, tiny: two steps a run, on the CPU
-        extra = ['--max_iters=2', '--lr_decay_iters=2', '--eval_interval=2', '--warmup_iters=1', *TINY_ARGS]
-        env.update(SEEDS=env['SEEDS'].split()[0], VARIANTS=env['VARIANTS'].split()[0])
-    ctx.save(command=' '.join(f"{k}='{v}'" for k, v in job['env'].items()) + ' ./ablate.sh ' + ' '.join(extra))
-    t = time.monotonic()
-    p = subprocess.Popen(['bash', 'ablate.sh', *extra], cwd=HERE, env=env, stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, text=True)
+def step_queue(ctx):
+    """The GPU queue's pending jobs (gpu_queue.py), in order, each started only if its estimate fits the time left;
+    each finished run's small files land in DIR/results/ as it finishes, and DIR/queue.json says what ran."""
+    import gpu_queue
+    until = float(os.environ.get('BENCH_GPU_UNTIL') or time.time() + 1e9) - 30  # 30 s to stop, pack and write
+    jobs = [j for j in gpu_queue.pending() if not ctx.args.job or j.name in ctx.args.job]
+    if ctx.args.job and not jobs:
+        jobs = [j for j in gpu_queue.QUEUE if j.name in ctx.args.job]  # named: run it even if results/ holds it
+    done = []
+    ctx.save(queue=done)
+    for job in jobs:
+        left = until - time.time()
+        if left < (30 if ctx.dry else job.estimate_s):
+            done.append(dict(job=job.name, status='skipped', estimate_s=job.estimate_s,
+                             why=f"{left:.0f} s left, its estimate is {job.estimate_s} s"))
+        else:
+            deadline = time.monotonic() + left
+            done.append(gpu_queue.run_job(job, ctx.args.out, deadline, scratch=ctx.scratch, cut_after=ctx.args.cut_after,
+                                          extra=DRY_SCHEDULE if ctx.dry else (), shrink=shrink if ctx.dry else None))
+        ctx.save(queue=done)
+        write_json(os.path.join(ctx.args.out, 'queue.json'), dict(env=ctx.env, jobs=done))
+    ctx.save(status='ok' if all(j['status'] in ('done', 'skipped', 'cut') for j in done) else 'failed')
 
-    def stop(*_):  # the orchestrator's limit: the sweep saves and stops, and what finished is still packed
-        p.send_signal(signal.SIGTERM)
-    signal.signal(signal.SIGTERM, stop)
-    text = p.communicate()[0]
-    print(text[-4000:], flush=True)
-    sweeps = sorted(os.listdir(runs_dir)) if os.path.isdir(runs_dir) else []
-    packed = []
-    for sweep in sweeps:
-        tar = os.path.join(ctx.args.out, f'{sweep}.tar.gz')
-        with tarfile.open(tar, 'w:gz') as tf:
-            for root, _, files in os.walk(os.path.join(runs_dir, sweep)):
-                for f in files:
-                    if not f.endswith(('.pt', '.lock')) and not f.startswith('.'):
-                        full = os.path.join(root, f)
-                        tf.add(full, arcname=os.path.relpath(full, runs_dir))
-        packed.append(os.path.basename(tar))
-    done = re.findall(r'^done +(\S+)', text, re.M)
-    ctx.save(wall_s=round(time.monotonic() - t, 1), exit=p.returncode, finished_runs=len(done), packed=packed,
-             status='ok' if p.returncode == 0 else 'failed')
+
+# the dry run of a queue job: two steps a run, tiny, on the CPU (records of the sink's 128 tokens keep their length)
+DRY_SCHEDULE = ('--max_iters=2', '--lr_decay_iters=2', '--eval_interval=2', '--warmup_iters=1', '--n_embd=32',
+                '--n_head=2', '--batch_size=4', '--eval_iters=1', '--device=cpu', '--dtype=float32', '--compile=False',
+                '--cuda_graph=False')
+
+
+def shrink(launch):
+    """A queue launch as the dry run runs it: its first seed and first two variants, one at a time."""
+    import gpu_queue
+    env = dict(launch.env)
+    env.update(SEEDS=env['SEEDS'].split()[0], VARIANTS=' '.join(env['VARIANTS'].split()[:2]), JOBS='1')
+    if 'DEPTHS' in env:
+        env['DEPTHS'] = env['DEPTHS'].split()[0]
+    return gpu_queue.Launch(launch.sweep, tuple(env.items()), tuple(a for a in launch.args if not a.startswith(
+        ('--device', '--cuda_graph', '--compile'))))
 
 
 # -----------------------------------------------------------------------------------------------------------
@@ -505,10 +505,16 @@ def render(res):
     if j:
         lines += ['', '## Several runs at once', ''] + [f"- JOBS={k}: {v['runs']} runs of {v['steps']} steps in "
                                                           f"{v['wall_s']} s" for k, v in j.items()]
-    e = s.get('evidence', {})
-    if e.get('command'):
-        lines += ['', '## Evidence', '', f"`{e['command']}`: exit {e.get('exit')}, {e.get('finished_runs')} runs "
-                  f"finished in {e.get('wall_s')} s; packed {', '.join(e.get('packed', []))}"]
+    q = s.get('queue', {}).get('queue')
+    if q:
+        lines += ['', '## The queue', '', '| job | status | runs finished | wall s (estimate) | note |',
+                  '|---|---|---|---|---|']
+        for j in q:
+            note = j.get('why') or '; '.join(x for x in (
+                f"unfinished: {', '.join(j['unfinished'])}" if j.get('unfinished') else '',
+                f"retried eagerly: {', '.join(j['retried_eagerly'])}" if j.get('retried_eagerly') else '') if x)
+            lines.append(f"| {j['job']} | {j['status']} | {len(j.get('finished', []))}/{j.get('runs', '')} | "
+                         f"{j.get('wall_s', '')} ({j['estimate_s']}) | {note} |")
     return '\n'.join(lines) + '\n'
 
 

@@ -28,6 +28,18 @@ def cpu_info(path='/proc/cpuinfo'):
                 threads=torch.get_num_threads())
 
 
+def machine(device):
+    """What a run ran on, for summary.json: the host processor (cpu_info) and, on CUDA, the GPU's name, memory and
+    compute capability. With the commit and the dtype actually used, it says whether two runs' numbers may sit in one
+    cell (report.py marks cells that mix processors or number formats)."""
+    out = dict(cpu=cpu_info(), torch=torch.__version__)
+    if torch.device(device).type == 'cuda':
+        p = torch.cuda.get_device_properties(torch.device(device))
+        out.update(gpu=p.name, gpu_memory_gib=round(p.total_memory / 2 ** 30, 1), capability=f"{p.major}.{p.minor}",
+                   cuda=torch.version.cuda)
+    return out
+
+
 def cpu_has_fast_bf16():
     """bf16 autocast is the fast path on CPUs with AMX, and on AMD's AVX512-BF16 (Zen 4: a training step 1.5x
     faster than fp32). Intel's AVX512-BF16 without AMX (an Emerald Rapids VM that hides AMX) trained 1.7x *slower*

@@ -25,7 +25,7 @@ from checkpoint import load_resumed, mend_best, restore_optimizer, save_checkpoi
 from config import MODEL_KEYS, explicit_keys, parse_config
 from cuda_graph import CudaGraphs
 from dataset import batch_rng, get_batch, load_meta, load_split, seed_torch, sequential_start
-from hardware import peak_memory_mb
+from hardware import machine, peak_memory_mb
 from model import GPT, GPTConfig, check_causal
 from output import write_json
 from processes import StopNow, StopSignal, StopVote, master_first, mean_over_ranks, setup_processes
@@ -443,7 +443,8 @@ def write_summary(cfg, env, state, log, clock, finished):
         final_eval_iter=last.get('iter'), best_val_loss=best if best < float('inf') else None,
         lambda_table=table, tokens_per_sec=clock.tokens_per_sec(), wall_time_s=clock.totals()['wall_time'],
         mfu_peak_flops=clock.peak, peak_memory_mb=peak_memory_mb(env.device), device=env.device, dtype=env.dtype,
-        world_size=env.world, compile=env.compile, torch_version=torch.__version__, code=state.code)
+        world_size=env.world, compile=env.compile, cuda_graph=cfg['cuda_graph'], torch_version=torch.__version__,
+        code=state.code, machine=machine(env.device))
     if finished:
         write_json(run_path(cfg, 'summary.json'), summary)
     log.close(summary)

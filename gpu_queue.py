@@ -1,0 +1,283 @@
+"""
+The GPU queue: the runs that results/ waits on, as jobs sized to one call of a short GPU loan, in the order they move
+a verdict. Whenever a GPU is lent, the first command on it is
+
+    python bench_gpu.py --next --budget 540 --out DIR
+
+which runs every job below, in order, whose runs results/ does not yet hold, while the job's estimate fits the
+budget left. Each run's small files are copied to DIR/results/<sweep>/<run>/ the moment it finishes, so a job cut
+at the budget still brings back every finished run, and DIR/queue.json lists what did not finish. Back on a
+checkout of the same commit:
+
+    python gpu_queue.py collect DIR     # DIR/results/* into results/ (never over a different run), report.py each
+    python gpu_queue.py list            # the queue: each job, its estimate, and how many of its runs results/ holds
+
+A job is a list of ablate.sh launches started together (each its own sweep folder, SWEEP=<name>); a run counts as
+held once results/<sweep>/<run>/summary.json is committed, so a collected job is skipped by the next call. The runs
+use CUDA graphs (--cuda_graph=True) without torch.compile: for these 3-layer and smaller models a graphed step is
+1.96 ms against 7.17 compiled and 8.44 eager (H200, results/bench_gpu.md), and compile's 40-60 s a process is more
+than a 500-step run's whole training. OrthoAdam's step is not captured (cuda_graph.py), so its variants run eagerly.
+A run whose graphed attempt fails is retried once eagerly, and queue.json names it.
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RESULTS = os.path.join(HERE, 'results')
+
+SEED5 = 'nanogpt diff sym diff_sym norm_sym'
+GRAPHED = ('--device=cuda', '--cuda_graph=True', '--compile=False')
+EAGER = ('--device=cuda', '--cuda_graph=False', '--compile=False')
+# the small files a run brings back: what report.py, analyze.py and needle_eval.py leave (never checkpoints)
+SMALL = ('summary.json', 'log.jsonl', 'analysis.json', 'needle_eval.json')
+
+
+@dataclass(frozen=True)
+class Launch:
+    sweep: str   # the folder under results/ (ablate.sh's SWEEP)
+    env: tuple   # ablate.sh's variables, as (name, value) pairs
+    args: tuple  # train.py arguments after the profile's schedule
+
+
+@dataclass(frozen=True)
+class Job:
+    name: str
+    why: str           # the verdict it moves
+    estimate_s: int    # wall seconds on one H100 or H200, from the basis in the comment above it
+    launches: tuple
+
+
+def leak_cells():
+    """The 500-step schedule (PROFILE=cpu_long) at the seed's dropout 0.2, causal, non-causal and under each masking
+    bug, three seeds, every run on one GPU in one number format (bf16) under Diff's one dropout rule (8b66842)."""
+    common = (('PROFILE', 'cpu_long'), ('SEEDS', '1 2 3'), ('DEPTHS', '3L'), ('JOBS', '3'))
+    cells = [('shakespeare_cpu_long_dropout0.2_gpu', (), SEED5),
+             ('shakespeare_cpu_long_noncausal_dropout0.2_gpu', (('CAUSAL', '0'),), SEED5)]
+    cells += [(f'shakespeare_cpu_long_leak_{leak}_dropout0.2_gpu', (('LEAK', leak),),
+               'diff diff_sym' if leak == 'time_norm' else SEED5)  # time_norm is a bug in Diff's subln alone
+              for leak in ('zero_future', 'off_by_one', 'after_norm', 'time_norm')]
+    return tuple(Launch(sweep, common + extra + (('VARIANTS', v),), ('--dropout=0.2',) + GRAPHED)
+                 for sweep, extra, v in cells)
+
+
+def sink_seeds():
+    """Bigram-Backcopy (PROFILE=sink, 2 layers, 1000 steps), ten seeds of the six sink variants with their
+    diagnostics (ANALYZE=1), all on one GPU: rows 5-6's per-seed statements rest on five CPU seeds."""
+    common = (('PROFILE', 'sink'), ('SEEDS', ' '.join(str(s) for s in range(1, 11))), ('ANALYZE', '1'))
+    return (Launch('bigram_backcopy_sink_gpu', common + (('VARIANTS', 'nanogpt softmax1 gated gated_headwise'),
+                                                         ('JOBS', '6')), GRAPHED),
+            Launch('bigram_backcopy_sink_gpu', common + (('VARIANTS', 'orthoadam softmax1_orthoadam'), ('JOBS', '4')),
+                   EAGER))
+
+
+def seed3(depth):
+    """A third seed of the seed notes' table at their schedule (PROFILE=full: 5000 steps, dropout 0.2), one depth.
+    Its sweep folder is the one the H100 runs of c68a3df are in (results/shakespeare_full, seeds 1-2)."""
+    return (Launch('shakespeare_full', (('PROFILE', 'full'), ('SEEDS', '3'), ('DEPTHS', depth), ('VARIANTS', SEED5),
+                                        ('JOBS', '5')), GRAPHED),)
+
+
+# Estimates: a process's start (imports, CUDA context, data, the causality check, capture) about 15 s; a graphed
+# 3-layer step about 2 ms alone (Diff and 6-8 layers up to 2-3x that), runs at once sharing the GPU's time. The
+# leak cells: 81 runs of 500 steps, 18 at a time; the sink: 60 runs of 1000 tiny steps, 10 at a time, each then
+# analysed (about 10 s); seed 3 at the seed's schedule: 5 runs of 5000 steps and 8,400 eval batches each.
+QUEUE = (
+    Job('leak_cells_dropout0.2', "rows 2-4 under the masking bugs at the seed's dropout, one rule and format, 3 seeds",
+        300, leak_cells()),
+    Job('sink_10_seeds', "rows 5-6's per-seed statements (does softmax-1 / the gate empty the sink in k of n seeds)",
+        240, sink_seeds()),
+    Job('seed3_full_3L', "rows 1-4 at the seed's schedule: a third seed, 3 layers", 200, seed3('3L')),
+    Job('seed3_full_6L', "rows 1-4 at the seed's schedule: a third seed, 6 layers", 300, seed3('6L')),
+    Job('seed3_full_8L', "rows 1-4 at the seed's schedule: a third seed, 8 layers", 400, seed3('8L')),
+)
+
+
+# ----------------------------------------------------------------------------- which runs a job holds
+
+def runs_of(launch, runs_dir):
+    """The run folders of one launch, as ablate.sh names them (sweep.py, which needs no torch)."""
+    from sweep import sweep_from_env
+    env = dict(launch.env, SWEEP=launch.sweep, RUNS_DIR=runs_dir)
+    return [d for _, d, _ in sweep_from_env(env, list(launch.args)).runs()]
+
+
+def missing(job, results=RESULTS):
+    """The runs of job that results/ does not hold (no committed summary.json), as sweep/run names."""
+    out = []
+    for launch in job.launches:
+        for d in runs_of(launch, results):
+            if not os.path.exists(os.path.join(d, 'summary.json')):
+                out.append(os.path.relpath(d, results))
+    return out
+
+
+def pending(results=RESULTS):
+    """The jobs with a run that results/ lacks, in the queue's order."""
+    return [job for job in QUEUE if missing(job, results)]
+
+
+# ----------------------------------------------------------------------------- running a job
+
+class Packer:
+    """Copies each finished run's small files from the scratch runs folder to out/results/<sweep>/<run>/ as soon as
+    the run is finished (summary.json written, and its analysis where ANALYZE=1 asks for one), every `every`
+    seconds in a thread, and once more at the end."""
+
+    def __init__(self, runs_dir, out, analyzed, every=2.0):
+        self.runs_dir, self.out, self.analyzed, self.every = runs_dir, out, analyzed, every
+        self.packed, self._stop = [], threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self.scan()
+
+    def _loop(self):
+        while not self._stop.wait(self.every):
+            self.scan()
+
+    def scan(self):
+        for sweep in sorted(os.listdir(self.runs_dir)) if os.path.isdir(self.runs_dir) else []:
+            root = os.path.join(self.runs_dir, sweep)
+            for run in sorted(os.listdir(root)):
+                src, name = os.path.join(root, run), f'{sweep}/{run}'
+                if name in self.packed or not os.path.exists(os.path.join(src, 'summary.json')):
+                    continue
+                analysis = self.analyzed.get(sweep)
+                if analysis and not os.path.exists(os.path.join(src, analysis)) and \
+                        not os.path.exists(os.path.join(src, 'FAILED')):
+                    continue  # finished training; its analysis is still running
+                dst = os.path.join(self.out, 'results', sweep, run)
+                os.makedirs(dst, exist_ok=True)
+                for f in SMALL:
+                    if os.path.exists(os.path.join(src, f)):
+                        shutil.copyfile(os.path.join(src, f), os.path.join(dst, f + '.tmp'))
+                        os.replace(os.path.join(dst, f + '.tmp'), os.path.join(dst, f))
+                settings = os.path.join(root, 'sweep_settings')
+                if os.path.exists(settings):
+                    shutil.copyfile(settings, os.path.join(self.out, 'results', sweep, 'sweep_settings'))
+                self.packed.append(name)
+
+
+def launch_all(launches, runs_dir, python, extra, log):
+    """Start one ablate.sh a launch, all at once, each in its own process group; returns the processes."""
+    procs = []
+    for launch in launches:
+        env = dict(os.environ, **dict(launch.env), SWEEP=launch.sweep, RUNS_DIR=runs_dir, PYTHON=python)
+        env.setdefault('OMP_NUM_THREADS', '2')  # a GPU run's host work; 16 host cores shared by every run at once
+        cmd = ['bash', 'ablate.sh', *launch.args, *extra]
+        log.write(f"\n$ {' '.join(f'{k}={v!r}' for k, v in launch.env)} SWEEP={launch.sweep} {' '.join(cmd)}\n")
+        log.flush()
+        procs.append(subprocess.Popen(cmd, cwd=HERE, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                      start_new_session=True))
+    return procs
+
+
+def wait_all(procs, deadline, cut=lambda: False):
+    """Wait for every process; at the deadline (or when cut() says so) SIGTERM each one's group, whose runs save a
+    checkpoint and stop, and wait for them. True if they were stopped."""
+    stopped = False
+    while any(p.poll() is None for p in procs):
+        if not stopped and (time.monotonic() > deadline or cut()):
+            for p in procs:
+                if p.poll() is None:
+                    os.killpg(p.pid, signal.SIGTERM)
+            stopped = True
+        time.sleep(0.5)
+    return stopped
+
+
+def run_job(job, out, deadline, python=sys.executable, extra=(), scratch=None, cut_after=None, shrink=None):
+    """Run job's launches into scratch until they finish or the deadline; every finished run is packed into out as
+    it finishes. A run that failed with CUDA graphs is retried eagerly once, if there is time. Returns the job's
+    record for queue.json. shrink(launch) -> launch: the dry run's tiny version of a launch. cut_after: stop once
+    that many runs came back (a rehearsal of a job cut by its budget)."""
+    scratch = scratch or os.path.join(out, 'scratch')
+    runs_dir = os.path.join(scratch, job.name)
+    launches = [shrink(lc) for lc in job.launches] if shrink else list(job.launches)
+    analyzed = {lc.sweep: 'analysis.json' for lc in launches if ('ANALYZE', '1') in lc.env}
+    expected = [os.path.relpath(d, runs_dir) for lc in launches for d in runs_of(lc, runs_dir)]
+    record = dict(job=job.name, estimate_s=job.estimate_s, runs=len(expected), retried_eagerly=[])
+    t0 = time.monotonic()
+    with open(os.path.join(out, f'{job.name}.log'), 'a') as log, Packer(runs_dir, out, analyzed) as packer:
+        cut = (lambda: len(packer.packed) >= cut_after) if cut_after else (lambda: False)
+        stopped = wait_all(launch_all(launches, runs_dir, python, extra, log), deadline, cut)
+        failed = [lc for lc in launches if '--cuda_graph=True' in lc.args and not stopped and
+                  any(not os.path.exists(os.path.join(d, 'summary.json')) for d in runs_of(lc, runs_dir))]
+        if failed and time.monotonic() < deadline - 30:
+            packer.scan()
+            before = set(packer.packed)
+            retry = [Launch(lc.sweep, lc.env, tuple(a for a in lc.args if a not in GRAPHED) + EAGER) for lc in failed]
+            stopped = wait_all(launch_all(retry, runs_dir, python, extra, log), deadline, cut)
+            packer.scan()
+            record['retried_eagerly'] = sorted(set(packer.packed) - before)
+    unfinished = [r for r in expected if r not in packer.packed]
+    record.update(wall_s=round(time.monotonic() - t0, 1), finished=sorted(packer.packed), unfinished=unfinished,
+                  status='done' if not unfinished else 'cut' if stopped else 'failed')
+    return record
+
+
+# ----------------------------------------------------------------------------- back on a checkout
+
+def collect(out, results=RESULTS, report=True):
+    """out/results/<sweep>/<run>/ into results/: a run results/ lacks is copied; one it holds with the same files is
+    left; one it holds with other files is refused (a run is never overwritten). Then report.py on each sweep."""
+    src_root = os.path.join(out, 'results')
+    sweeps = sorted(os.listdir(src_root)) if os.path.isdir(src_root) else []
+    copied, same = [], []
+    for sweep in sweeps:
+        for run in sorted(os.listdir(os.path.join(src_root, sweep))):
+            src, dst = os.path.join(src_root, sweep, run), os.path.join(results, sweep, run)
+            if not os.path.isdir(src):
+                continue
+            files = sorted(f for f in os.listdir(src) if f in SMALL)
+            if os.path.exists(os.path.join(dst, 'summary.json')):
+                if all(open(os.path.join(src, f), 'rb').read() == open(os.path.join(dst, f), 'rb').read()
+                       for f in files if os.path.exists(os.path.join(dst, f))):
+                    same.append(f'{sweep}/{run}')
+                    continue
+                raise SystemExit(f"collect: {dst} already holds a different run; a run is never overwritten. Move "
+                                 f"one of them aside (or name the new sweep otherwise) and collect again.")
+            os.makedirs(dst, exist_ok=True)
+            for f in files:
+                shutil.copyfile(os.path.join(src, f), os.path.join(dst, f))
+            copied.append(f'{sweep}/{run}')
+        settings = os.path.join(src_root, sweep, 'sweep_settings')
+        if os.path.exists(settings) and not os.path.exists(os.path.join(results, sweep, 'sweep_settings')):
+            shutil.copyfile(settings, os.path.join(results, sweep, 'sweep_settings'))
+    if report:
+        for sweep in sweeps:
+            subprocess.run([sys.executable, 'report.py', os.path.join(results, sweep)], cwd=HERE, check=True)
+    return copied, same
+
+
+def main(argv):
+    if argv[:1] == ['list']:
+        for job in QUEUE:
+            n = sum(len(runs_of(lc, RESULTS)) for lc in job.launches)
+            print(f"{job.name:24s} {n - len(missing(job)):3d}/{n:<3d} runs held, about {job.estimate_s:4d} s: {job.why}")
+        return 0
+    if argv[:1] == ['collect'] and len(argv) == 2:
+        copied, same = collect(argv[1])
+        print(f"collected {len(copied)} run(s) into results/ ({len(same)} already there, unchanged)")
+        for r in copied:
+            print(f"  {r}")
+        return 0
+    print(__doc__.strip(), file=sys.stderr)
+    return 2
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv[1:]))
