@@ -9,8 +9,9 @@ Each step runs in a process of its own with a time limit: the steps go most impo
 more time than is left is skipped and says so, one that overruns is killed, and each step's result is written to
 DIR/results.json and DIR/results.md as soon as it ends, so a check cut short still brings back what it measured.
 Nothing needs the network or wandb. Long runs go to a scratch folder (--scratch), never to DIR: DIR holds at most
-results.json, results.md, log.txt and, for --next, queue.json, a log per job and results/<sweep>/<run>/ with each
-finished run's small files (`python gpu_queue.py collect DIR` puts them under results/).
+results.json, results.md, log.txt and, for --next, queue.json and runs.tar.gz: every finished run's small files and
+each job's ablate.sh output (`python gpu_queue.py collect DIR` puts the runs under results/). A GPU loan brings back
+at most 8 files from at most 2 folders down, so nothing else goes there.
 
 The steps (results/bench_gpu.md says what each measures and why):
   env          the machine, the commit, and its two ceilings measured: device memory bandwidth (a large copy) and
@@ -446,10 +447,10 @@ DRY_SCHEDULE = ('--max_iters=2', '--lr_decay_iters=2', '--eval_interval=2', '--w
 
 
 def shrink(launch):
-    """A queue launch as the dry run runs it: its first seed and first two variants, one at a time."""
+    """A queue launch as the dry run runs it: its first seed and first variant."""
     import gpu_queue
     env = dict(launch.env)
-    env.update(SEEDS=env['SEEDS'].split()[0], VARIANTS=' '.join(env['VARIANTS'].split()[:2]), JOBS='1')
+    env.update(SEEDS=env['SEEDS'].split()[0], VARIANTS=env['VARIANTS'].split()[0], JOBS='1')
     if 'DEPTHS' in env:
         env['DEPTHS'] = env['DEPTHS'].split()[0]
     return gpu_queue.Launch(launch.sweep, tuple(env.items()), tuple(a for a in launch.args if not a.startswith(

@@ -5,11 +5,11 @@ a verdict. Whenever a GPU is lent, the first command on it is
     python bench_gpu.py --next --budget 540 --out DIR
 
 which runs every job below, in order, whose runs results/ does not yet hold, while the job's estimate fits the
-budget left. Each run's small files are copied to DIR/results/<sweep>/<run>/ the moment it finishes, so a job cut
-at the budget still brings back every finished run, and DIR/queue.json lists what did not finish. Back on a
-checkout of the same commit:
+budget left. Each run's small files are packed into DIR/runs.tar.gz the moment it finishes (one file: a loan brings
+back at most 8 files from at most 2 folders down), so a job cut at the budget still brings back every finished run,
+and DIR/queue.json lists what did not finish. Back on a checkout of the same commit:
 
-    python gpu_queue.py collect DIR     # DIR/results/* into results/ (never over a different run), report.py each
+    python gpu_queue.py collect DIR     # DIR/runs.tar.gz into results/ (never over a different run), report.py each
     python gpu_queue.py list            # the queue: each job, its estimate, and how many of its runs results/ holds
 
 A job is a list of ablate.sh launches started together (each its own sweep folder, SWEEP=<name>); a run counts as
@@ -25,6 +25,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import threading
 import time
 from dataclasses import dataclass
@@ -126,12 +127,14 @@ def pending(results=RESULTS):
 # ----------------------------------------------------------------------------- running a job
 
 class Packer:
-    """Copies each finished run's small files from the scratch runs folder to out/results/<sweep>/<run>/ as soon as
-    the run is finished (summary.json written, and its analysis where ANALYZE=1 asks for one), every `every`
-    seconds in a thread, and once more at the end."""
+    """Each finished run's small files, packed the moment the run is finished (summary.json written, and its analysis
+    where ANALYZE=1 asks for one): copied into a staging folder and the whole of it written again as one tarball,
+    out/runs.tar.gz (atomically, so a cut leaves the last whole one). One file, because a GPU loan brings back at
+    most 8 files from at most 2 folders down. A thread scans every `every` seconds, and once more at the end."""
+    TAR = 'runs.tar.gz'
 
-    def __init__(self, runs_dir, out, analyzed, every=2.0):
-        self.runs_dir, self.out, self.analyzed, self.every = runs_dir, out, analyzed, every
+    def __init__(self, runs_dir, out, analyzed, stage, every=2.0):
+        self.runs_dir, self.out, self.analyzed, self.stage, self.every = runs_dir, out, analyzed, stage, every
         self.packed, self._stop = [], threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
@@ -142,33 +145,47 @@ class Packer:
     def __exit__(self, *exc):
         self._stop.set()
         self._thread.join()
-        self.scan()
+        self.scan(force=True)
 
     def _loop(self):
         while not self._stop.wait(self.every):
             self.scan()
 
-    def scan(self):
+    def scan(self, force=False):
+        new = [run for run in self.finished() if run not in self.packed]
+        for name in new:
+            src, dst = os.path.join(self.runs_dir, name), os.path.join(self.stage, 'results', name)
+            os.makedirs(dst, exist_ok=True)
+            for f in SMALL:
+                if os.path.exists(os.path.join(src, f)):
+                    shutil.copyfile(os.path.join(src, f), os.path.join(dst, f))
+            settings = os.path.join(os.path.dirname(src), 'sweep_settings')
+            if os.path.exists(settings):
+                shutil.copyfile(settings, os.path.join(os.path.dirname(dst), 'sweep_settings'))
+        self.packed += new
+        if new or force:
+            self.write()
+
+    def finished(self):
+        """sweep/run of every run in runs_dir that is finished, with its analysis where one is asked for."""
+        out = []
         for sweep in sorted(os.listdir(self.runs_dir)) if os.path.isdir(self.runs_dir) else []:
-            root = os.path.join(self.runs_dir, sweep)
-            for run in sorted(os.listdir(root)):
-                src, name = os.path.join(root, run), f'{sweep}/{run}'
-                if name in self.packed or not os.path.exists(os.path.join(src, 'summary.json')):
-                    continue
+            for run in sorted(os.listdir(os.path.join(self.runs_dir, sweep))):
+                src = os.path.join(self.runs_dir, sweep, run)
                 analysis = self.analyzed.get(sweep)
-                if analysis and not os.path.exists(os.path.join(src, analysis)) and \
-                        not os.path.exists(os.path.join(src, 'FAILED')):
-                    continue  # finished training; its analysis is still running
-                dst = os.path.join(self.out, 'results', sweep, run)
-                os.makedirs(dst, exist_ok=True)
-                for f in SMALL:
-                    if os.path.exists(os.path.join(src, f)):
-                        shutil.copyfile(os.path.join(src, f), os.path.join(dst, f + '.tmp'))
-                        os.replace(os.path.join(dst, f + '.tmp'), os.path.join(dst, f))
-                settings = os.path.join(root, 'sweep_settings')
-                if os.path.exists(settings):
-                    shutil.copyfile(settings, os.path.join(self.out, 'results', sweep, 'sweep_settings'))
-                self.packed.append(name)
+                if os.path.exists(os.path.join(src, 'summary.json')) and (
+                        not analysis or os.path.exists(os.path.join(src, analysis)) or
+                        os.path.exists(os.path.join(src, 'FAILED'))):  # its analysis failed: the run still counts
+                    out.append(f'{sweep}/{run}')
+        return out
+
+    def write(self):
+        os.makedirs(self.stage, exist_ok=True)
+        tmp = os.path.join(self.out, f'.{self.TAR}.tmp')
+        with tarfile.open(tmp, 'w:gz') as tf:
+            for entry in sorted(os.listdir(self.stage)):
+                tf.add(os.path.join(self.stage, entry), arcname=entry)
+        os.replace(tmp, os.path.join(self.out, self.TAR))
 
 
 def launch_all(launches, runs_dir, python, extra, log):
@@ -211,7 +228,10 @@ def run_job(job, out, deadline, python=sys.executable, extra=(), scratch=None, c
     expected = [os.path.relpath(d, runs_dir) for lc in launches for d in runs_of(lc, runs_dir)]
     record = dict(job=job.name, estimate_s=job.estimate_s, runs=len(expected), retried_eagerly=[])
     t0 = time.monotonic()
-    with open(os.path.join(out, f'{job.name}.log'), 'a') as log, Packer(runs_dir, out, analyzed) as packer:
+    stage = os.path.join(scratch, 'packed')  # every job of the call in one tarball, its ablate.sh output beside
+    os.makedirs(os.path.join(stage, 'logs'), exist_ok=True)
+    with open(os.path.join(stage, 'logs', f'{job.name}.log'), 'a') as log, \
+            Packer(runs_dir, out, analyzed, stage) as packer:
         cut = (lambda: len(packer.packed) >= cut_after) if cut_after else (lambda: False)
         stopped = wait_all(launch_all(launches, runs_dir, python, extra, log), deadline, cut)
         failed = [lc for lc in launches if '--cuda_graph=True' in lc.args and not stopped and
@@ -232,8 +252,17 @@ def run_job(job, out, deadline, python=sys.executable, extra=(), scratch=None, c
 # ----------------------------------------------------------------------------- back on a checkout
 
 def collect(out, results=RESULTS, report=True):
-    """out/results/<sweep>/<run>/ into results/: a run results/ lacks is copied; one it holds with the same files is
-    left; one it holds with other files is refused (a run is never overwritten). Then report.py on each sweep."""
+    """The runs of out/runs.tar.gz (or of out/results/<sweep>/<run>/) into results/: a run results/ lacks is copied;
+    one it holds with the same files is left; one it holds with other files is refused (a run is never overwritten).
+    Then report.py on each sweep."""
+    tar = os.path.join(out, Packer.TAR)
+    if os.path.exists(tar):  # what a GPU call brought back: unpacked beside it, once
+        unpacked = os.path.join(out, 'unpacked')
+        if not os.path.isdir(unpacked):
+            with tarfile.open(tar) as tf:
+                tf.extractall(unpacked + '.tmp', filter='data')
+            os.replace(unpacked + '.tmp', unpacked)
+        out = unpacked
     src_root = os.path.join(out, 'results')
     sweeps = sorted(os.listdir(src_root)) if os.path.isdir(src_root) else []
     copied, same = [], []
