@@ -1,6 +1,9 @@
 """What a new user meets: a model field added to GPTConfig, a config left out, a stop during start-up, a vocabulary that
-does not fit the data, a resume with another variant's config, a run's record of its code, a stable MFU, and progress
-in a log file."""
+does not fit the data, a resume with another variant's config, a run's record of its code, a stable MFU, progress
+in a log file and in a terminal, float16 on a CPU, a damaged checkpoint, a missing include, a misspelt dataset and an
+offline BPE prepare."""
+import hashlib
+import io
 import json
 import os
 import shutil
@@ -15,6 +18,7 @@ import torch
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 import dataset  # noqa: E402
+import hardware  # noqa: E402
 import rundir  # noqa: E402
 import train  # noqa: E402
 from model import load_checkpoint  # noqa: E402
@@ -170,3 +174,52 @@ def test_progress_lines_when_the_output_is_not_a_terminal(tmp_path, monkeypatch,
     out = capsys.readouterr().out
     assert 'progress: iteration 3/3, ETA 0s' in out, out
     assert 'progress: evaluation at iteration 3, batch 6/6' in out, out
+
+
+
+def test_a_resume_refuses_a_config_that_leaves_the_checkpoints_model_keys_at_their_defaults(tmp_path):
+    """A Diff+Sym run resumed with the nanoGPT config (which sets no attention key: all are its defaults) or the Sym
+    config (symmetric=True, attn left at softmax) went on training the Diff+Sym model; now each key that differs is
+    named. Its own config resumes it bit-exact, as a straight run."""
+    common = [*TINY, '--max_iters=6', '--lr_decay_iters=6', '--eval_interval=3']
+    straight, split = tmp_path / 'straight', tmp_path / 'split'
+    cli('configs/diff_sym_3L.py', *common, f'--out_dir={straight}', check=True)
+    cli('configs/diff_sym_3L.py', *common, f'--out_dir={split}', '--max_iters=3', check=True)
+    for other, named in (('nanogpt_3L', ("attn='diff'", 'symmetric=True', 'lambda_init_depth_offset=1')),
+                         ('sym_3L', ("attn='diff'", 'lambda_init_depth_offset=1'))):
+        p = cli(f'configs/{other}.py', *common, f'--out_dir={split}', '--init_from=resume')
+        assert p.returncode == 1 and all(k in p.stderr for k in named), p.stderr
+        assert "--attn='diff'" in p.stderr and 'Traceback' not in p.stderr, p.stderr  # what to give instead
+    assert load_checkpoint(str(split / 'ckpt.pt'))[1]['iter_num'] == 3  # nothing trained
+    cli('configs/diff_sym_3L.py', *common, f'--out_dir={split}', '--init_from=resume', check=True)
+    for a, b in zip(load_checkpoint(str(straight / 'ckpt.pt'))[0].parameters(),
+                    load_checkpoint(str(split / 'ckpt.pt'))[0].parameters()):
+        assert torch.equal(a, b)
+
+
+def test_a_damaged_checkpoint_says_what_to_do_and_not_torchs_weights_only_advice(run, tmp_path):
+    """torch's text for an unreadable file advised weights_only=False (arbitrary code, and no mend for a damaged
+    file); now the resume names what is left: an earlier copy, best.pt's weights, a new run."""
+    out = copy_run(run, tmp_path / 'o')
+    (out / 'best.pt').write_bytes((run / 'best.pt').read_bytes())
+    (out / 'ckpt.pt').write_bytes(os.urandom(3000))
+    p = train_cli(out, '--max_iters=6', '--init_from=resume', check=False)
+    assert p.returncode == 1 and 'not a readable checkpoint' in p.stderr and 'weights_only' not in p.stderr, p.stderr
+    assert 'best.pt' in p.stderr and '--init_from=scratch with another --out_dir' in p.stderr, p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
+    p = sample(out)
+    assert p.returncode != 0 and 'weights_only' not in p.stderr and 'best.pt' in p.stderr, p.stderr
+
+
+def test_a_missing_include_names_the_including_file_and_line(tmp_path):
+    """[Errno 2] named the missing file only: now the including file and its line, that include paths are relative
+    to it, and what was probably meant (a close name; for a config copied out of configs/, the path back to it)."""
+    (tmp_path / 'typo.py').write_text("n_layer = 2\ninclude('../configs/base_shakespeare_charr.py')\n")
+    shutil.copy(os.path.join(ROOT, 'configs', 'nanogpt_3L.py'), tmp_path / 'copied.py')
+    p = cli(tmp_path / 'typo.py', f'--out_dir={tmp_path / "o"}')
+    assert p.returncode == 1 and f'{tmp_path / "typo.py"}, line 2' in p.stderr, p.stderr
+    assert 'relative to the including file' in p.stderr and 'Errno' not in p.stderr, p.stderr
+    p = cli(tmp_path / 'copied.py', f'--out_dir={tmp_path / "o"}')
+    rel = os.path.relpath(os.path.join(ROOT, 'configs', 'base_shakespeare_char.py'), tmp_path)
+    assert p.returncode == 1 and 'copied.py, line 2' in p.stderr and f"include('{rel}')" in p.stderr, p.stderr
+    assert not (tmp_path / 'o').exists()
