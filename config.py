@@ -47,7 +47,7 @@ DEFAULTS = dict(
     decay_lr=True, warmup_iters=100, lr_decay_iters=5000, min_lr=3e-5,
     # system
     device='auto',   # 'auto' (cuda if present, else cpu) | 'cpu' | 'cuda' | 'cuda:1' | 'mps'
-    dtype='auto',    # 'auto' | 'float32' | 'bfloat16' | 'float16'
+    dtype='auto',    # 'auto' | 'float32' | 'bfloat16' | 'float16' (a GPU's: refused on a CPU, hardware.pick_dtype)
     compile=None,    # None = auto: torch.compile on CUDA, off on CPU
     compile_mode='default',  # torch.compile's mode: 'reduce-overhead' replays CUDA graphs of forward and backward
     cuda_graph=False,  # True: the whole step (forward, backward, clip, AdamW) and the eval forward as CUDA graphs

@@ -442,8 +442,9 @@ def write_summary(cfg, env, state, log, clock, finished):
         final_train_loss=last.get('train_loss'), final_val_loss=last.get('val_loss'),
         final_eval_iter=last.get('iter'), best_val_loss=best if best < float('inf') else None,
         lambda_table=table, tokens_per_sec=clock.tokens_per_sec(), wall_time_s=clock.totals()['wall_time'],
-        mfu_peak_flops=clock.peak, peak_memory_mb=peak_memory_mb(env.device), device=env.device, dtype=env.dtype,
-        world_size=env.world, compile=env.compile, torch_version=torch.__version__, code=state.code)
+        mfu_peak_flops=clock.peak, mfu_peak_source=clock.peak_source, peak_memory_mb=peak_memory_mb(env.device),
+        device=env.device, dtype=env.dtype, world_size=env.world, compile=env.compile, torch_version=torch.__version__,
+        code=state.code)
     if finished:
         write_json(run_path(cfg, 'summary.json'), summary)
     log.close(summary)
@@ -481,8 +482,8 @@ def main(argv):
             clock = Throughput(cfg, env, state.raw_model, state.timing)
             if env.master:
                 print(f"device {env.device} ({env.world} process{'es' if env.world > 1 else ''}), dtype {env.dtype}, "
-                      f"compile {env.compile}, {clock.tokens_per_iter:,} tokens per iteration"
-                      + (f", MFU against {clock.peak / 1e12:.3g} TFLOP/s" if clock.peak else ''))
+                      f"compile {env.compile}, {clock.tokens_per_iter:,} tokens per iteration" + (
+                          f", MFU against {clock.peak / 1e12:.3g} TFLOP/s ({clock.peak_source})" if clock.peak else ''))
             check_causality(cfg, env, state)
             log = master_first(env, lambda: RunLog(cfg, state.iter_num, state.wandb_id, active=True))
             log = log or RunLog(cfg, state.iter_num, state.wandb_id, active=False)

@@ -197,6 +197,13 @@ def test_a_resume_refuses_a_config_that_leaves_the_checkpoints_model_keys_at_the
         assert torch.equal(a, b)
 
 
+def test_float16_on_a_cpu_is_refused_naming_the_dtypes_that_work(tmp_path):
+    """--dtype=float16 on a CPU sat 7 minutes in its first evaluation: refused before anything is made."""
+    p = train_cli(tmp_path / 'o', '--max_iters=2', '--dtype=float16', check=False)
+    assert p.returncode == 1 and "dtype='float16' on a CPU" in p.stderr and '--dtype=float32' in p.stderr, p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and not (tmp_path / 'o').exists()
+
+
 def test_a_damaged_checkpoint_says_what_to_do_and_not_torchs_weights_only_advice(run, tmp_path):
     """torch's text for an unreadable file advised weights_only=False (arbitrary code, and no mend for a damaged
     file); now the resume names what is left: an earlier copy, best.pt's weights, a new run."""
@@ -223,3 +230,42 @@ def test_a_missing_include_names_the_including_file_and_line(tmp_path):
     rel = os.path.relpath(os.path.join(ROOT, 'configs', 'base_shakespeare_char.py'), tmp_path)
     assert p.returncode == 1 and 'copied.py, line 2' in p.stderr and f"include('{rel}')" in p.stderr, p.stderr
     assert not (tmp_path / 'o').exists()
+
+
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_a_terminal_shows_evaluation_progress_on_its_bar(tmp_path, monkeypatch):
+    """With a tqdm bar the progress lines are off, and the bar counts iterations only: an evaluation left it still.
+    Now the bar's postfix says which batch of the evaluation it is at."""
+    term = Terminal()
+    monkeypatch.setattr(sys, 'stderr', term)
+    assert train.main([*TINY, f'--out_dir={tmp_path / "o"}', '--max_iters=2', '--eval_interval=2',
+                       '--eval_iters=3']) == 0
+    assert 'evaluation at iteration 0, batch 1/6' in term.getvalue(), term.getvalue()
+    assert 'progress:' not in term.getvalue()
+
+
+def test_a_cpus_mfu_peak_is_timed_once_per_machine_and_named(tmp_path, monkeypatch, capsys):
+    """A CPU's peak timed at each start moved with the load (0.057 to 0.437 TFLOP/s for one config): now it is timed
+    once per CPU, thread count and dtype, kept in the user's cache, and the log and summary.json say so."""
+    monkeypatch.setenv('XDG_CACHE_HOME', str(tmp_path / 'cache'))
+    timed = []
+    monkeypatch.setattr(hardware, 'time_matmul', lambda dtype: timed.append(dtype) or 1e11 * len(timed))
+    monkeypatch.setattr(rundir, 'peak_flops', hardware.peak_flops)  # not the module's once-timed peak (conftest)
+    assert hardware.peak_flops('cpu', 'float32') == hardware.peak_flops('cpu', 'float32') == 1e11
+    assert timed == ['float32']
+    threads = torch.get_num_threads()
+    torch.set_num_threads(threads + 1)  # another thread count is another peak
+    try:
+        assert hardware.peak_flops('cpu', 'float32') == 2e11
+    finally:
+        torch.set_num_threads(threads)
+    assert train.main([*TINY, f'--out_dir={tmp_path / "o"}', '--max_iters=2', '--eval_interval=2']) == 0
+    s = json.load(open(tmp_path / 'o' / 'summary.json'))
+    path = str(tmp_path / 'cache' / 'attn-gpt' / 'cpu_peak_flops.json')
+    assert s['mfu_peak_flops'] == 1e11 and 'timed once' in s['mfu_peak_source'] and path in s['mfu_peak_source']
+    assert f"MFU against 0.1 TFLOP/s (this CPU's float32 matmul peak" in capsys.readouterr().out
+    assert len(timed) == 2
