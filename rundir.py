@@ -73,22 +73,16 @@ class RunDir:
 
     def take_lock(self):
         path = os.path.join(self.path, '.lock')
-        while True:
-            f = open(path, 'a+')
+        try:  # the file locked is still the one at path: a run ending meanwhile unlinks its lock file
+            f = lock_at(path, blocking=False)
+        except BlockingIOError:
             try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                f.seek(0)
-                holder = f.read().strip() or 'another process'
-                f.close()
-                raise RunBusy(f"out_dir {self.path} is in use by another run ({holder}): wait for it to end, or "
-                              f"pick another --out_dir") from None
-            try:  # the file locked must still be the one at path: a run ending meanwhile unlinks its lock file
-                if os.fstat(f.fileno()).st_ino == os.stat(path).st_ino:
-                    break
-            except FileNotFoundError:
-                pass
-            f.close()
+                with open(path) as held:
+                    holder = held.read().strip()
+            except OSError:
+                holder = ''
+            raise RunBusy(f"out_dir {self.path} is in use by another run ({holder or 'another process'}): wait for "
+                          f"it to end, or pick another --out_dir") from None
         f.seek(0)
         f.truncate()
         f.write(f"pid {os.getpid()} on {socket.gethostname()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}\n")

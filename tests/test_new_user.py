@@ -176,7 +176,6 @@ def test_progress_lines_when_the_output_is_not_a_terminal(tmp_path, monkeypatch,
     assert 'progress: evaluation at iteration 3, batch 6/6' in out, out
 
 
-
 def test_a_resume_refuses_a_config_that_leaves_the_checkpoints_model_keys_at_their_defaults(tmp_path):
     """A Diff+Sym run resumed with the nanoGPT config (which sets no attention key: all are its defaults) or the Sym
     config (symmetric=True, attn left at softmax) went on training the Diff+Sym model; now each key that differs is
@@ -269,3 +268,30 @@ def test_a_cpus_mfu_peak_is_timed_once_per_machine_and_named(tmp_path, monkeypat
     assert s['mfu_peak_flops'] == 1e11 and 'timed once' in s['mfu_peak_source'] and path in s['mfu_peak_source']
     assert f"MFU against 0.1 TFLOP/s (this CPU's float32 matmul peak" in capsys.readouterr().out
     assert len(timed) == 2
+
+
+def test_a_misspelt_dataset_gets_a_did_you_mean(tmp_path):
+    p = train_cli(tmp_path / 'o', '--dataset=shakespeare_chr', check=False)
+    assert p.returncode == 1 and 'did you mean shakespeare_char?' in p.stderr, p.stderr
+    assert not (tmp_path / 'o').exists()
+
+
+def test_an_offline_bpe_prepare_names_the_missing_tiktoken_file_and_leaves_no_lock(tmp_path, monkeypatch, capfd):
+    """data/shakespeare/prepare.py offline with an empty tiktoken cache: its error names the file the cache lacks and
+    how to supply it; train.py's line no longer suggests --input FILE (no help there), and the folder keeps no
+    .prepare.lock."""
+    for name in ('shakespeare', 'shakespeare_char'):
+        (tmp_path / name).mkdir()
+        shutil.copy(os.path.join(ROOT, 'data', name, 'prepare.py'), tmp_path / name / 'prepare.py')
+    monkeypatch.setattr(dataset, 'data_dir', lambda name: str(tmp_path / name))
+    monkeypatch.setenv('PYTHONPATH', ROOT)  # the copied prepare.py finds dataset.py
+    monkeypatch.setenv('TIKTOKEN_CACHE_DIR', str(tmp_path / 'empty_cache'))
+    monkeypatch.setenv('HTTPS_PROXY', 'http://127.0.0.1:9')  # offline: nothing listens there
+    with pytest.raises(FileNotFoundError) as e:
+        dataset.ensure_data('shakespeare')
+    assert 'failed' in str(e.value) and '--input' not in str(e.value)
+    err = capfd.readouterr().err
+    url = 'https://openaipublic.blob.core.windows.net/gpt-2/encodings/main/vocab.bpe'
+    assert f"cache ({tmp_path / 'empty_cache'}) lacks the gpt2 encoding's {url}" in err, err
+    assert 'TIKTOKEN_CACHE_DIR=DIR' in err and hashlib.sha1(url.encode()).hexdigest() in err, err
+    assert sorted(os.listdir(tmp_path / 'shakespeare')) == ['prepare.py']
