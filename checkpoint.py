@@ -9,7 +9,7 @@ from dataclasses import asdict
 import torch
 
 from config import DEFAULTS, FREE_ON_RESUME, MODEL_KEYS
-from model import CHECKPOINT_FORMAT, load_checkpoint
+from model import CHECKPOINT_FORMAT, UnreadableCheckpoint, load_checkpoint
 from output import atomic_write
 from rundir import RunError, run_path
 
@@ -36,11 +36,16 @@ def check_resume_config(cfg, saved, explicit, path):
     return changed
 
 
-def load_resumed(cfg, path, explicit, master, n_tokens):
+def load_resumed(cfg, path, explicit, master, n_tokens, pinned=()):
     """ckpt.pt's model and contents; the architecture comes from the checkpoint, so cfg's model keys are set (a model
-    field newer than the checkpoint takes its default, which is the model the checkpoint was trained as). n_tokens:
-    the token ids of this command's data, which the checkpoint's embedding must have rows for."""
-    model, ckpt = load_checkpoint(path, 'cpu')
+    field newer than the checkpoint takes its default, which is the model the checkpoint was trained as). explicit:
+    the keys on the command line; pinned: the model keys this command sets (config.pinned_model_keys), which must
+    equal the checkpoint's. n_tokens: the token ids of this command's data, which the checkpoint's embedding must
+    have rows for."""
+    try:
+        model, ckpt = load_checkpoint(path, 'cpu')
+    except UnreadableCheckpoint as e:
+        raise ValueError(unreadable_advice(e, path)) from None
     args = asdict(model.config)
     saved = ckpt.get('config', {})
     # bos cannot change, not even on purpose nor for a look (eval_only): its token is an id of the model's vocabulary
@@ -55,17 +60,19 @@ def load_resumed(cfg, path, explicit, master, n_tokens):
                          f"embedding can read. Resume with the run's own config (its dataset was "
                          f"{saved.get('dataset')!r}), or start a new run in another --out_dir")
     # the model is the checkpoint's: a model key this command sets to something else, on the command line or in a
-    # config file (another variant's, say), is refused, since the run would go on without it. vocab_size is the
-    # dataset's unless given, and train.py checks it against the data. eval_only only looks: the keys are noted
-    asked = [k for k in MODEL_KEYS if cfg[k] != args[k] and (k in explicit or (k != 'vocab_size' and
-                                                                              cfg[k] != DEFAULTS[k]))]
+    # config file (another variant's, by a key it sets or one it leaves at its default), is refused, since the run
+    # would go on without it. vocab_size is the dataset's unless given, and train.py checks it against the data.
+    # eval_only only looks: the keys are noted
+    asked = [k for k in MODEL_KEYS if k in pinned and cfg[k] != args[k]]
     if asked and not cfg['eval_only']:
         given = [f"--{k}" for k in asked if k in explicit]
+        keep = [f"--{k}={args[k]!r}" for k in asked if k not in explicit]
         raise ValueError(f"{path}'s model has " + ', '.join(f"{k}={args[k]!r}" for k in asked) +
                          "; this command gives " + ', '.join(f"{k}={cfg[k]!r}" for k in asked) + ". A resume "
                          "continues the checkpoint's model, whose keys cannot change: " +
                          (f"drop {' '.join(given)}, " if given else '') + "resume with the run's own config file (or "
-                         "none), or start a new run in another --out_dir")
+                         "none: the checkpoint's model)" + (f", or give the checkpoint's {' '.join(keep)}" if keep
+                                                            else '') + ", or start a new run in another --out_dir")
     for k in asked:
         if master:
             print(f"warning: {k}={cfg[k]!r} ignored: the checkpoint's model has {k}={args[k]!r}")
@@ -84,6 +91,15 @@ def load_resumed(cfg, path, explicit, master, n_tokens):
         raise ValueError(f"{path} is at iteration {ckpt['iter_num']}, past max_iters={cfg['max_iters']}: "
                          f"set --max_iters to {ckpt['iter_num']} or more to continue it")
     return model, ckpt
+
+
+def unreadable_advice(e, path):
+    """A damaged ckpt.pt (a disk error, a copy cut short; train.py's own writes are atomic): what the run can do."""
+    best = os.path.join(os.path.dirname(path), 'best.pt')
+    kept = (f"{best} holds the weights of the run's best eval, for sample.py and analyze.py (not a resume: it has no "
+            f"optimizer state); " if os.path.exists(best) else '')
+    return (f"{e.what}, so the run cannot continue from it. Put back an earlier copy of it if you keep one; {kept}or "
+            f"start the run anew: --init_from=scratch with another --out_dir")
 
 
 def restore_optimizer(optimizer, scaler, ckpt, cuda_graph, device):
@@ -111,8 +127,11 @@ def mend_best(cfg, state):
     if ev.get('iter') != state.iter_num or ev.get('val_loss') != state.best_val_loss or state.iter_num == 0:
         return
     path = run_path(cfg, 'best.pt')
-    if os.path.exists(path) and torch.load(path, map_location='cpu', weights_only=True).get('iter_num') == ev['iter']:
-        return
+    try:  # a damaged best.pt (unreadable) is mended too: ckpt.pt holds the same best state
+        if torch.load(path, map_location='cpu', weights_only=True).get('iter_num') == ev['iter']:
+            return
+    except Exception:  # noqa: BLE001: missing, or whatever torch raises for a damaged file
+        pass
     print(f"{path} is behind {run_path(cfg)} (a stop between the two writes at iteration {ev['iter']}): mending it")
     save_checkpoint(cfg, state, None, 'best.pt')
 

@@ -47,7 +47,7 @@ DEFAULTS = dict(
     decay_lr=True, warmup_iters=100, lr_decay_iters=5000, min_lr=3e-5,
     # system
     device='auto',   # 'auto' (cuda if present, else cpu) | 'cpu' | 'cuda' | 'cuda:1' | 'mps'
-    dtype='auto',    # 'auto' | 'float32' | 'bfloat16' | 'float16'
+    dtype='auto',    # 'auto' | 'float32' | 'bfloat16' | 'float16' (a GPU's: refused on a CPU, hardware.pick_dtype)
     compile=None,    # None = auto: torch.compile on CUDA, off on CPU
     compile_mode='default',  # torch.compile's mode: 'reduce-overhead' replays CUDA graphs of forward and backward
     cuda_graph=False,  # True: the whole step (forward, backward, clip, AdamW) and the eval forward as CUDA graphs
@@ -99,14 +99,41 @@ def _check(key, value, where):
     return value
 
 
+def include_hint(path, name):
+    """What a missing include() probably meant: a file of that folder with a close name (a typo), or the repository's
+    configs/ file of that name (a config copied to another folder)."""
+    folder = os.path.dirname(path) or '.'
+    close = difflib.get_close_matches(name, sorted(os.listdir(folder)), n=1, cutoff=0.8)
+    if close:
+        return f"; did you mean include({close[0]!r})?"
+    ours = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'configs', name)
+    if os.path.isfile(ours):
+        return f": write include({os.path.relpath(ours, folder)!r}), or copy {name} beside {path}"
+    return ''
+
+
+class IncludeError(ValueError):
+    """A config file's include() of a file that is not there."""
+
+
 def parse_config(argv):
     """Config files (positional, in order) then --key=value overrides -> a validated config dict."""
     cfg = dict(DEFAULTS)
 
     def run_file(path, ns):
-        ns['include'] = lambda p: run_file(os.path.join(os.path.dirname(path), p), ns)
+        ns['include'] = lambda p: include(path, p, ns)
         with open(path) as f:
             exec(compile(f.read(), path, 'exec'), ns)
+
+    def include(path, name, ns):
+        """include(name) inside config file `path`: name is relative to that file's folder, wherever train.py runs."""
+        full = os.path.join(os.path.dirname(path), name)
+        if not os.path.isfile(full):
+            line = next((f.lineno for f in reversed(traceback.extract_stack()) if f.filename == path), None)
+            raise IncludeError(f"config file {path}{f', line {line}' if line else ''}: include({name!r}) finds no {full}; an include's path "
+                               f"is relative to the including file's folder ({os.path.dirname(path) or '.'}), not to "
+                               f"where train.py runs{include_hint(path, name)}")
+        run_file(full, ns)
 
     if any(arg in ('-h', '--help') for arg in argv):
         print(usage())
@@ -126,7 +153,7 @@ def parse_config(argv):
             ns = {}
             try:
                 run_file(arg, ns)
-            except OSError:  # a missing include(): its own message names the file
+            except IncludeError:  # a missing include(): its own message names the including file and line
                 raise
             except Exception as e:  # a typo in the file: one line that names it, not a traceback
                 line = getattr(e, 'lineno', None) if isinstance(e, SyntaxError) else next(
@@ -184,6 +211,19 @@ def check_ranges(cfg):
 def explicit_keys(argv):
     """The keys given as --key=value on the command line: on resume, only these may differ from the run's."""
     return {a[2:].split('=', 1)[0] for a in argv if a.startswith('--') and '=' in a}
+
+
+def config_files(argv):
+    return [a for a in argv if not a.startswith('--')]
+
+
+def pinned_model_keys(argv):
+    """The model keys a command sets, which a resume must find equal to its checkpoint's model: every one when it
+    gives a config file (a config file describes a whole model, and a key it leaves out asks for the default: a
+    nanoGPT config on a Diff run would otherwise resume the Diff model under the nanoGPT name), else only those on
+    the command line. vocab_size only from the command line: left unset (None) it is the dataset's."""
+    given = explicit_keys(argv) & set(MODEL_KEYS)
+    return given | (set(MODEL_KEYS) - {'vocab_size'} if config_files(argv) else set())
 
 
 def usage():

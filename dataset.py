@@ -2,19 +2,20 @@
 The datasets under data/: uint16 token files written by data/<dataset>/prepare.py, read through np.memmap, and
 the batches drawn from them. train.py, sample.py, analyze.py and needle_eval.py all read data through this module.
 """
+import contextlib
+import difflib
+import hashlib
 import importlib.util
 import json
 import os
 import subprocess
 import sys
+import tempfile
 
 import numpy as np
 import torch
 
-try:
-    import fcntl  # one prepare.py at a time (POSIX)
-except ImportError:
-    fcntl = None
+from output import lock_at
 
 
 def data_dir(dataset):
@@ -40,19 +41,72 @@ def ensure_data(dataset):
     missing = [f for f in ('train.bin', 'val.bin', 'meta.json') if not os.path.exists(os.path.join(d, f))]
     if not missing:
         return
+    if not os.path.isdir(d):
+        raise FileNotFoundError(f"dataset '{dataset}': no folder {d}{dataset_hint(dataset)}")
     if not os.path.exists(prep):
         raise FileNotFoundError(
             f"dataset '{dataset}': {d} has no {' or '.join(missing)}, and no prepare.py to make it. A dataset folder "
             f"holds uint16 train.bin and val.bin, and a meta.json with the vocabulary size and how the tokens "
             f"decode, e.g. {{\"vocab_size\": 50304, \"tokenizer\": \"gpt2\"}} for GPT-2 tokens (README, dataset)")
-    with open(os.path.join(d, '.prepare.lock'), 'a') as lock:  # runs that start at once (ablate.sh JOBS=8): one
-        if fcntl is not None:                                    # prepares, the others wait and find it done
-            fcntl.flock(lock, fcntl.LOCK_EX)
+    with prepare_lock(d):  # runs that start at once (ablate.sh JOBS=8): one prepares, the others wait and find it done
         if all(os.path.exists(os.path.join(d, f)) for f in missing):
             return
         print(f"dataset '{dataset}' is not prepared yet: running {prep}")
         if subprocess.run([sys.executable, prep]).returncode != 0:
-            raise FileNotFoundError(f"{prep} failed (see its message above); run it by hand, e.g. with --input FILE")
+            raise FileNotFoundError(f"{prep} failed (its message above says why); once that is fixed, start again, or "
+                                    f"run it by hand first (python {prep} --help lists its options)")
+
+
+def dataset_hint(dataset):
+    """'; did you mean shakespeare_char?' for a bare name close to a folder of data/, else the list of them."""
+    if os.path.dirname(dataset):
+        return ''
+    names = sorted(n for n in os.listdir(os.path.dirname(data_dir(dataset))) if os.path.isdir(data_dir(n)))
+    close = difflib.get_close_matches(dataset, names, n=1)
+    return f"; did you mean {close[0]}?" if close else f"; the datasets: {', '.join(names)}"
+
+
+@contextlib.contextmanager
+def prepare_lock(d):
+    """An exclusive lock on d/.prepare.lock for one prepare.py, the file removed at the end whatever the outcome, so
+    that a failed prepare leaves nothing behind (a run that waited on it locks a new one: output.lock_at)."""
+    path = os.path.join(d, '.prepare.lock')
+    f = lock_at(path)
+    try:
+        yield
+    finally:
+        os.unlink(path)  # still held: a run that opened it is let in to find the file gone, and locks anew
+        f.close()
+
+
+def load_bpe(name):
+    """tiktoken's encoding `name` (e.g. 'gpt2'), for the prepare.py scripts. tiktoken downloads its files once into a
+    cache folder; offline and without them, a ValueError that names the file missing from the cache and how to put
+    it there, instead of a network error from deep in tiktoken."""
+    import tiktoken
+    import tiktoken.load
+    fetched = []  # what tiktoken had to download: the files its cache lacks
+    read = tiktoken.load.read_file
+
+    def read_noted(url):
+        fetched.append(url)
+        return read(url)
+    tiktoken.load.read_file = read_noted
+    try:
+        return tiktoken.get_encoding(name)
+    except Exception as e:  # noqa: BLE001: requests' and tiktoken's own types
+        if not fetched:
+            raise ValueError(f"tiktoken could not load the {name} encoding ({type(e).__name__}: {e})") from None
+        cache = (os.environ.get('TIKTOKEN_CACHE_DIR') or os.environ.get('DATA_GYM_CACHE_DIR')
+                 or os.path.join(tempfile.gettempdir(), 'data-gym-cache'))
+        key = hashlib.sha1(fetched[-1].encode()).hexdigest()
+        raise ValueError(
+            f"tiktoken's cache ({cache}) lacks the {name} encoding's {fetched[-1]}, and downloading it failed "
+            f"({type(e).__name__}). Supply the cache: where there is internet, `TIKTOKEN_CACHE_DIR=DIR python -c "
+            f"\"import tiktoken; tiktoken.get_encoding('{name}')\"` fills DIR; copy DIR here and run this again with "
+            f"TIKTOKEN_CACHE_DIR=DIR (each file is kept under the sha1 of its URL: {key} for this one)") from None
+    finally:
+        tiktoken.load.read_file = read
 
 
 def load_prepare(dataset):

@@ -3,11 +3,14 @@ Where and in which precision a model runs: the device, the dtype and its autocas
 and memory figures train.py reports. Shared by train.py, sample.py, analyze.py and needle_eval.py.
 """
 import contextlib
+import json
 import os
 import re
 import time
 
 import torch
+
+from output import atomic_write, lock_at
 
 
 def cpu_info(path='/proc/cpuinfo'):
@@ -25,6 +28,7 @@ def cpu_info(path='/proc/cpuinfo'):
     flags = fields.get('flags', '').split()
     return dict(name=fields.get('model name', ''), vendor=fields.get('vendor_id', ''), family=fields.get('cpu family', ''),
                 model=fields.get('model', ''), bf16=[f for f in ('amx_bf16', 'avx512_bf16') if f in flags],
+                isa=[f for f in ('avx2', 'fma', 'avx512f', 'avx512_bf16', 'amx_bf16') if f in flags],
                 threads=torch.get_num_threads())
 
 
@@ -89,6 +93,15 @@ def device_and_dtype(args):
 
 
 def pick_dtype(dtype, device_type):
+    """The dtype a run takes: dtype itself, or for 'auto' the fast one of this device. float16 on a CPU is refused:
+    its autocast has no fast CPU kernels (a 6-layer run sat 7 minutes in its step-0 evaluation on a 2-core EPYC),
+    and it is refused before anything is built or written."""
+    if dtype == 'float16' and device_type == 'cpu':
+        fast = cpu_has_fast_bf16()
+        raise ValueError("dtype='float16' on a CPU: its float16 kernels are slow (minutes for one evaluation): write "
+                         "--dtype=float32" + (" or --dtype=bfloat16 (fast on this CPU)" if fast else
+                                              " (bfloat16 also works, but is slower here: no AMX or AVX512-BF16)")
+                         + f", or --dtype=auto ({'bfloat16' if fast else 'float32'} here)")
     if dtype != 'auto':
         return dtype
     if device_type == 'cuda':
@@ -115,18 +128,65 @@ GPU_PEAK_FLOPS = {  # dense bf16/fp16 tensor-core peaks, FLOP/s
 
 def peak_flops(device, dtype):
     """The device's peak FLOP/s for this dtype, MFU's denominator: the dense bf16/fp16 datasheet figure of a known GPU
-    (TF32's, half of it, for float32), or on a CPU the best of ten 1024^3 matmuls in this dtype."""
+    (TF32's, half of it, for float32), or on a CPU this machine's matmul peak, timed once and cached (cpu_peak)."""
     if device.startswith('cuda'):
         name = torch.cuda.get_device_name(device)
         peak = next((v for k, v in GPU_PEAK_FLOPS.items() if k in name), None)
         return peak if dtype != 'float32' or peak is None else peak / 2  # TF32 is half the bf16 rate
+    return cpu_peak(dtype)['flops'] if device == 'cpu' else None
+
+
+def peak_source(device, dtype):
+    """Where peak_flops's figure comes from, for the log and summary.json."""
+    if device.startswith('cuda'):
+        return f"the {torch.cuda.get_device_name(device)} datasheet's dense {'TF32' if dtype == 'float32' else dtype}"
     if device != 'cpu':
         return None
-    n, dt = 1024, dict(float32=torch.float32, bfloat16=torch.bfloat16, float16=torch.float16)[dtype]
+    entry = cpu_peak(dtype)
+    what = f"this CPU's {dtype} matmul peak on {entry['threads']} threads"
+    if 'unkept' in entry:
+        return f"{what}, timed at this start ({cpu_peak_path()} could not be written: {entry['unkept']})"
+    return f"{what}, timed once on {entry['measured']} and kept in {cpu_peak_path()} (delete it to time again)"
+
+
+def cpu_peak_path():
+    """The per-user cache of CPU peaks: $XDG_CACHE_HOME (else ~/.cache)/attn-gpt/cpu_peak_flops.json."""
+    cache = os.environ.get('XDG_CACHE_HOME') or os.path.join(os.path.expanduser('~'), '.cache')
+    return os.path.join(cache, 'attn-gpt', 'cpu_peak_flops.json')
+
+
+def cpu_peak(dtype):
+    """This CPU's peak FLOP/s in dtype: timed once per machine (its model, instruction set, torch's threads, the torch
+    version) and then read back from cpu_peak_path(), so that every run on it is measured against the same figure.
+    Timed at each run's start, the peak of a shared CPU moved with the load: 0.057, 0.138 and 0.437 TFLOP/s for
+    three runs of one config, 6% to 26% MFU. Under a lock, so that runs starting at once time it once."""
+    info = cpu_info()
+    key = f"{info['name']} [{' '.join(info['isa'])}] threads={info['threads']} {dtype} torch {torch.__version__}"
+    path = cpu_peak_path()
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with lock_at(path + '.lock'):
+            try:
+                with open(path) as f:
+                    peaks = json.load(f)
+            except (OSError, ValueError):  # none yet, or unreadable: timed again
+                peaks = {}
+            if key not in peaks:
+                peaks[key] = dict(flops=time_matmul(dtype), threads=info['threads'],
+                                  measured=time.strftime('%Y-%m-%d'))
+                atomic_write(path, lambda f: f.write(json.dumps(peaks, indent=1).encode()))
+            return peaks[key]
+    except OSError as e:  # a read-only home: this run's own timing, and the log says so
+        return dict(flops=time_matmul(dtype), threads=info['threads'], unkept=e.strerror or str(e))
+
+
+def time_matmul(dtype, n=1024, repeats=20):
+    """The best of `repeats` n^3 matmuls in dtype, as FLOP/s: other work on the machine only ever slows one."""
+    dt = dict(float32=torch.float32, bfloat16=torch.bfloat16, float16=torch.float16)[dtype]
     a, b = torch.randn(n, n, dtype=dt), torch.randn(n, n, dtype=dt)
     a @ b
     best = float('inf')
-    for _ in range(10):  # the best of ten: other work on the machine only ever slows a repetition
+    for _ in range(repeats):
         t = time.perf_counter()
         a @ b
         best = min(best, time.perf_counter() - t)

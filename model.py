@@ -648,6 +648,16 @@ def check_causal(model, vocab_size, block_size, device, autocast_ctx=contextlib.
 CHECKPOINT_FORMAT = 'attn-gpt-ckpt-1'  # written by train.py into every checkpoint
 
 
+class UnreadableCheckpoint(ValueError):
+    """A checkpoint file torch.load cannot read (truncated, damaged, not a torch file): `what` says so, the message
+    adds what to do (train.py's resume says it its own way)."""
+
+    def __init__(self, path, error):
+        self.what = (f"{path} is not a readable checkpoint (truncated, damaged or not a torch file: torch.load raised "
+                     f"{type(error).__name__})")
+        super().__init__(f"{self.what}; use another copy of it, or the run's best.pt (the weights of its best eval)")
+
+
 def load_checkpoint(path, device='cpu'):
     """-> (GPT with the checkpoint's weights, the checkpoint dict). Loads with weights_only=True (no pickled code
     runs) and says plainly what is wrong with a missing, truncated or foreign file."""
@@ -655,9 +665,9 @@ def load_checkpoint(path, device='cpu'):
         raise FileNotFoundError(f"no checkpoint at {path} (train.py writes out_dir/ckpt.pt)")
     try:
         ckpt = torch.load(path, map_location=device, weights_only=True)
-    except Exception as e:
-        raise ValueError(f"{path} is not a readable checkpoint (truncated or not a torch file?): "
-                         f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
+    except Exception as e:  # torch's own text would advise weights_only=False, which runs a file's code, and
+        # cannot mend a damaged file
+        raise UnreadableCheckpoint(path, e) from None
     if not isinstance(ckpt, dict) or ckpt.get('format') != CHECKPOINT_FORMAT:
         raise ValueError(f"{path} is not a checkpoint written by this repository's train.py "
                          f"(no format={CHECKPOINT_FORMAT!r} entry)")

@@ -7,6 +7,11 @@ import json
 import os
 import sys
 
+try:
+    import fcntl  # lock_at (POSIX)
+except ImportError:
+    fcntl = None
+
 
 def atomic_write(path, write):
     """Write a file through write(f), f a binary file, to path + '.tmp', then rename it to path. On any failure (a
@@ -22,6 +27,27 @@ def atomic_write(path, write):
         if os.path.lexists(tmp):
             os.remove(tmp)
         raise
+
+
+def lock_at(path, blocking=True):
+    """path opened and locked exclusively (flock) for as long as the file is open, and still the file at path: a
+    holder that ends unlinks its lock file, so a process that waited on that file locks the new one instead. With
+    blocking=False, BlockingIOError while another holds it. Unlocked where there is no flock (Windows)."""
+    while True:
+        f = open(path, 'a+')
+        if fcntl is None:
+            return f
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+        except BlockingIOError:
+            f.close()
+            raise
+        try:
+            if os.fstat(f.fileno()).st_ino == os.stat(path).st_ino:
+                return f
+        except FileNotFoundError:
+            pass
+        f.close()
 
 
 def read_log_lines(path):

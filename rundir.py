@@ -12,8 +12,8 @@ import sys
 import time
 
 from dataset import ensure_data
-from hardware import peak_flops
-from output import atomic_write, read_log_lines
+from hardware import peak_flops, peak_source
+from output import atomic_write, lock_at, read_log_lines
 
 try:
     import fcntl  # the run folder's lock (POSIX); without it (Windows) runs are not locked
@@ -73,22 +73,16 @@ class RunDir:
 
     def take_lock(self):
         path = os.path.join(self.path, '.lock')
-        while True:
-            f = open(path, 'a+')
+        try:  # the file locked is still the one at path: a run ending meanwhile unlinks its lock file
+            f = lock_at(path, blocking=False)
+        except BlockingIOError:
             try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                f.seek(0)
-                holder = f.read().strip() or 'another process'
-                f.close()
-                raise RunBusy(f"out_dir {self.path} is in use by another run ({holder}): wait for it to end, or "
-                              f"pick another --out_dir") from None
-            try:  # the file locked must still be the one at path: a run ending meanwhile unlinks its lock file
-                if os.fstat(f.fileno()).st_ino == os.stat(path).st_ino:
-                    break
-            except FileNotFoundError:
-                pass
-            f.close()
+                with open(path) as held:
+                    holder = held.read().strip()
+            except OSError:
+                holder = ''
+            raise RunBusy(f"out_dir {self.path} is in use by another run ({holder or 'another process'}): wait for "
+                          f"it to end, or pick another --out_dir") from None
         f.seek(0)
         f.truncate()
         f.write(f"pid {os.getpid()} on {socket.gethostname()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
@@ -204,16 +198,26 @@ class RunLog:
     def progress(self, what, done, total):
         """Where the run is, a line every PROGRESS_EVERY seconds when there is no bar (output to a file: a sweep's
         train.log, a batch job's log), so that a long evaluation or a slow step never leaves minutes of silence:
-        'progress: iteration 120/5000, ETA 1h 37m', the ETA at this phase's pace so far."""
-        if not self.active or self.bar is not None:
+        'progress: iteration 120/5000, ETA 1h 37m', the ETA at this phase's pace so far. With a bar, which counts
+        the iterations, anything else (an evaluation's batches) is the bar's postfix until it is done, so that a long
+        evaluation does not leave the bar standing still."""
+        if not self.active:
             return
-        now = time.monotonic()
+        now, first = time.monotonic(), what not in self.pace
         t0, n0 = self.pace.setdefault(what, (now, done))
+        eta = (now - t0) / (done - n0) * (total - done) if done > n0 else None
+        where = f"{what} {done}/{total}" + (f", ETA {duration(eta)}" if eta is not None else '')
+        if self.bar is not None:
+            if what != 'iteration':  # redrawn at its start and end, and at the bar's own pace (mininterval)
+                self.bar.set_postfix_str(where if done < total else '', refresh=False)
+                if first or done >= total or now - self.last_progress >= self.bar.mininterval:
+                    self.last_progress = now
+                    self.bar.refresh()
+            return
         if now - self.last_progress < self.PROGRESS_EVERY:
             return
         self.last_progress = now
-        eta = (now - t0) / (done - n0) * (total - done) if done > n0 else None
-        self.say(f"progress: {what} {done}/{total}" + (f", ETA {duration(eta)}" if eta is not None else ''))
+        self.say(f"progress: {where}")
 
     def close(self, summary):
         if self.bar is not None:
@@ -232,16 +236,19 @@ class Throughput:
 
     def __init__(self, cfg, env, model, before=None):
         """before: ckpt.pt's 'timing' on resume. MFU's peak is stated once for the run and kept across its resumes on
-        the same kind of device: a GPU's datasheet figure, or on a CPU a matmul timed at the run's first start (timed
-        anew at each resume, a CPU's peak moved one run's MFU from 23% to 50%)."""
+        the same kind of device: a GPU's datasheet figure, or a CPU's matmul peak timed once per machine (timed anew
+        at each start, a CPU's peak moved one run's MFU from 23% to 50%); peak_source says which."""
         before = before or {}
         self.tokens_per_iter = cfg['gradient_accumulation_steps'] * cfg['batch_size'] * cfg['block_size']
         # MFU: this device's share of the step's FLOPs, against one device's peak (rank 0 only)
         self.flops_per_iter = model.flops_per_token(cfg['block_size']) * self.tokens_per_iter / env.world
-        self.peak_for, self.peak = [env.device_type, env.dtype], None
-        if env.master:
-            self.peak = before.get('peak_flops') if before.get('peak_for') == self.peak_for else None
-            self.peak = self.peak or peak_flops(env.device, env.dtype)
+        self.peak_for, self.peak, self.peak_source = [env.device_type, env.dtype], None, None
+        if env.master and before.get('peak_for') == self.peak_for and before.get('peak_flops'):
+            self.peak = before['peak_flops']
+            self.peak_source = before.get('peak_source') or "stated at the run's first start"
+        elif env.master:
+            self.peak = peak_flops(env.device, env.dtype)
+            self.peak_source = peak_source(env.device, env.dtype) if self.peak else None
 
     def start(self, before=None):
         """before: ckpt.pt's 'timing', the totals of the processes that trained this run earlier, so that a
@@ -256,7 +263,7 @@ class Throughput:
         """What ckpt.pt keeps for a resume, and summary.json reports."""
         return dict(train_time=self.train_time, train_tokens=self.train_tokens,
                     wall_time=self.wall_before + time.perf_counter() - self.started, peak_flops=self.peak,
-                    peak_for=self.peak_for)
+                    peak_for=self.peak_for, peak_source=self.peak_source)
 
     def step(self):
         self.window_iters += 1

@@ -22,7 +22,7 @@ import torch
 import torch.distributed as dist
 
 from checkpoint import load_resumed, mend_best, restore_optimizer, save_checkpoint
-from config import MODEL_KEYS, explicit_keys, parse_config
+from config import MODEL_KEYS, config_files, explicit_keys, parse_config, pinned_model_keys
 from cuda_graph import CudaGraphs
 from dataset import batch_rng, get_batch, load_meta, load_split, seed_torch, sequential_start
 from hardware import machine, peak_memory_mb
@@ -141,13 +141,13 @@ class TrainState:
     code: dict = field(default_factory=code_version)  # the commit this process runs, and whether the tree was dirty
 
 
-def setup_model(cfg, env, tokenizer, n_tokens, explicit=()):
+def setup_model(cfg, env, tokenizer, n_tokens, explicit=(), pinned=()):
     """The model, its optimizer and GradScaler: from scratch, or from ckpt.pt with its iteration, best val loss,
-    last eval and wandb run."""
+    last eval and wandb run (explicit, pinned: checkpoint.load_resumed's)."""
     torch.manual_seed(cfg['seed'])
     ckpt = {}
     if cfg['init_from'] == 'resume':
-        raw_model, ckpt = load_resumed(cfg, run_path(cfg), explicit, env.master, n_tokens)
+        raw_model, ckpt = load_resumed(cfg, run_path(cfg), explicit, env.master, n_tokens, pinned)
     else:
         raw_model = GPT(GPTConfig(**{k: cfg[k] for k in MODEL_KEYS}))
     raw_model.to(env.device)
@@ -442,9 +442,9 @@ def write_summary(cfg, env, state, log, clock, finished):
         final_train_loss=last.get('train_loss'), final_val_loss=last.get('val_loss'),
         final_eval_iter=last.get('iter'), best_val_loss=best if best < float('inf') else None,
         lambda_table=table, tokens_per_sec=clock.tokens_per_sec(), wall_time_s=clock.totals()['wall_time'],
-        mfu_peak_flops=clock.peak, peak_memory_mb=peak_memory_mb(env.device), device=env.device, dtype=env.dtype,
-        world_size=env.world, compile=env.compile, cuda_graph=cfg['cuda_graph'], torch_version=torch.__version__,
-        code=state.code, machine=machine(env.device))
+        mfu_peak_flops=clock.peak, mfu_peak_source=clock.peak_source, peak_memory_mb=peak_memory_mb(env.device),
+        device=env.device, dtype=env.dtype, world_size=env.world, compile=env.compile, cuda_graph=cfg['cuda_graph'],
+        torch_version=torch.__version__, code=state.code, machine=machine(env.device))
     if finished:
         write_json(run_path(cfg, 'summary.json'), summary)
     log.close(summary)
@@ -456,7 +456,7 @@ def write_summary(cfg, env, state, log, clock, finished):
 
 def main(argv):
     cfg = parse_config(argv)
-    if cfg['init_from'] == 'scratch' and not [a for a in argv if not a.startswith('--')] and \
+    if cfg['init_from'] == 'scratch' and not config_files(argv) and \
             not {'n_layer', 'n_embd', 'block_size'} & explicit_keys(argv):
         raise ValueError("no config file: without one, train.py's defaults are GPT-2 small's shape (12 layers, n_embd "
                          "768, block 1024: 85M parameters), hours a step on a CPU. Give a config, e.g. python train.py "
@@ -476,14 +476,14 @@ def main(argv):
                 for w in config_warnings(cfg):
                     print(f"warning: {w}")
             data, tokenizer, n_tokens = setup_data(cfg, env.device)
-            state = setup_model(cfg, env, tokenizer, n_tokens, explicit_keys(argv))
+            state = setup_model(cfg, env, tokenizer, n_tokens, explicit_keys(argv), pinned_model_keys(argv))
             if cfg['init_from'] == 'resume' and not cfg['eval_only']:
                 master_first(env, lambda: mend_best(cfg, state))
             clock = Throughput(cfg, env, state.raw_model, state.timing)
             if env.master:
                 print(f"device {env.device} ({env.world} process{'es' if env.world > 1 else ''}), dtype {env.dtype}, "
-                      f"compile {env.compile}, {clock.tokens_per_iter:,} tokens per iteration"
-                      + (f", MFU against {clock.peak / 1e12:.3g} TFLOP/s" if clock.peak else ''))
+                      f"compile {env.compile}, {clock.tokens_per_iter:,} tokens per iteration" + (
+                          f", MFU against {clock.peak / 1e12:.3g} TFLOP/s ({clock.peak_source})" if clock.peak else ''))
             check_causality(cfg, env, state)
             log = master_first(env, lambda: RunLog(cfg, state.iter_num, state.wandb_id, active=True))
             log = log or RunLog(cfg, state.iter_num, state.wandb_id, active=False)

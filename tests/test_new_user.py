@@ -1,6 +1,9 @@
 """What a new user meets: a model field added to GPTConfig, a config left out, a stop during start-up, a vocabulary that
-does not fit the data, a resume with another variant's config, a run's record of its code, a stable MFU, and progress
-in a log file."""
+does not fit the data, a resume with another variant's config, a run's record of its code, a stable MFU, progress
+in a log file and in a terminal, float16 on a CPU, a damaged checkpoint, a missing include, a misspelt dataset and an
+offline BPE prepare."""
+import hashlib
+import io
 import json
 import os
 import shutil
@@ -15,6 +18,7 @@ import torch
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 import dataset  # noqa: E402
+import hardware  # noqa: E402
 import rundir  # noqa: E402
 import train  # noqa: E402
 from model import load_checkpoint  # noqa: E402
@@ -170,3 +174,124 @@ def test_progress_lines_when_the_output_is_not_a_terminal(tmp_path, monkeypatch,
     out = capsys.readouterr().out
     assert 'progress: iteration 3/3, ETA 0s' in out, out
     assert 'progress: evaluation at iteration 3, batch 6/6' in out, out
+
+
+def test_a_resume_refuses_a_config_that_leaves_the_checkpoints_model_keys_at_their_defaults(tmp_path):
+    """A Diff+Sym run resumed with the nanoGPT config (which sets no attention key: all are its defaults) or the Sym
+    config (symmetric=True, attn left at softmax) went on training the Diff+Sym model; now each key that differs is
+    named. Its own config resumes it bit-exact, as a straight run."""
+    common = [*TINY, '--max_iters=6', '--lr_decay_iters=6', '--eval_interval=3']
+    straight, split = tmp_path / 'straight', tmp_path / 'split'
+    cli('configs/diff_sym_3L.py', *common, f'--out_dir={straight}', check=True)
+    cli('configs/diff_sym_3L.py', *common, f'--out_dir={split}', '--max_iters=3', check=True)
+    for other, named in (('nanogpt_3L', ("attn='diff'", 'symmetric=True', 'lambda_init_depth_offset=1')),
+                         ('sym_3L', ("attn='diff'", 'lambda_init_depth_offset=1'))):
+        p = cli(f'configs/{other}.py', *common, f'--out_dir={split}', '--init_from=resume')
+        assert p.returncode == 1 and all(k in p.stderr for k in named), p.stderr
+        assert "--attn='diff'" in p.stderr and 'Traceback' not in p.stderr, p.stderr  # what to give instead
+    assert load_checkpoint(str(split / 'ckpt.pt'))[1]['iter_num'] == 3  # nothing trained
+    cli('configs/diff_sym_3L.py', *common, f'--out_dir={split}', '--init_from=resume', check=True)
+    for a, b in zip(load_checkpoint(str(straight / 'ckpt.pt'))[0].parameters(),
+                    load_checkpoint(str(split / 'ckpt.pt'))[0].parameters()):
+        assert torch.equal(a, b)
+
+
+def test_float16_on_a_cpu_is_refused_naming_the_dtypes_that_work(tmp_path):
+    """--dtype=float16 on a CPU sat 7 minutes in its first evaluation: refused before anything is made."""
+    p = train_cli(tmp_path / 'o', '--max_iters=2', '--dtype=float16', check=False)
+    assert p.returncode == 1 and "dtype='float16' on a CPU" in p.stderr and '--dtype=float32' in p.stderr, p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and not (tmp_path / 'o').exists()
+
+
+def test_a_damaged_checkpoint_says_what_to_do_and_not_torchs_weights_only_advice(run, tmp_path):
+    """torch's text for an unreadable file advised weights_only=False (arbitrary code, and no mend for a damaged
+    file); now the resume names what is left: an earlier copy, best.pt's weights, a new run."""
+    out = copy_run(run, tmp_path / 'o')
+    (out / 'best.pt').write_bytes((run / 'best.pt').read_bytes())
+    (out / 'ckpt.pt').write_bytes(os.urandom(3000))
+    p = train_cli(out, '--max_iters=6', '--init_from=resume', check=False)
+    assert p.returncode == 1 and 'not a readable checkpoint' in p.stderr and 'weights_only' not in p.stderr, p.stderr
+    assert 'best.pt' in p.stderr and '--init_from=scratch with another --out_dir' in p.stderr, p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
+    p = sample(out)
+    assert p.returncode != 0 and 'weights_only' not in p.stderr and 'best.pt' in p.stderr, p.stderr
+
+
+def test_a_missing_include_names_the_including_file_and_line(tmp_path):
+    """[Errno 2] named the missing file only: now the including file and its line, that include paths are relative
+    to it, and what was probably meant (a close name; for a config copied out of configs/, the path back to it)."""
+    (tmp_path / 'typo.py').write_text("n_layer = 2\ninclude('../configs/base_shakespeare_charr.py')\n")
+    shutil.copy(os.path.join(ROOT, 'configs', 'nanogpt_3L.py'), tmp_path / 'copied.py')
+    p = cli(tmp_path / 'typo.py', f'--out_dir={tmp_path / "o"}')
+    assert p.returncode == 1 and f'{tmp_path / "typo.py"}, line 2' in p.stderr, p.stderr
+    assert 'relative to the including file' in p.stderr and 'Errno' not in p.stderr, p.stderr
+    p = cli(tmp_path / 'copied.py', f'--out_dir={tmp_path / "o"}')
+    rel = os.path.relpath(os.path.join(ROOT, 'configs', 'base_shakespeare_char.py'), tmp_path)
+    assert p.returncode == 1 and 'copied.py, line 2' in p.stderr and f"include('{rel}')" in p.stderr, p.stderr
+    assert not (tmp_path / 'o').exists()
+
+
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_a_terminal_shows_evaluation_progress_on_its_bar(tmp_path, monkeypatch):
+    """With a tqdm bar the progress lines are off, and the bar counts iterations only: an evaluation left it still.
+    Now the bar's postfix says which batch of the evaluation it is at."""
+    term = Terminal()
+    monkeypatch.setattr(sys, 'stderr', term)
+    assert train.main([*TINY, f'--out_dir={tmp_path / "o"}', '--max_iters=2', '--eval_interval=2',
+                       '--eval_iters=3']) == 0
+    assert 'evaluation at iteration 0, batch 1/6' in term.getvalue(), term.getvalue()
+    assert 'progress:' not in term.getvalue()
+
+
+def test_a_cpus_mfu_peak_is_timed_once_per_machine_and_named(tmp_path, monkeypatch, capsys):
+    """A CPU's peak timed at each start moved with the load (0.057 to 0.437 TFLOP/s for one config): now it is timed
+    once per CPU, thread count and dtype, kept in the user's cache, and the log and summary.json say so."""
+    monkeypatch.setenv('XDG_CACHE_HOME', str(tmp_path / 'cache'))
+    timed = []
+    monkeypatch.setattr(hardware, 'time_matmul', lambda dtype: timed.append(dtype) or 1e11 * len(timed))
+    monkeypatch.setattr(rundir, 'peak_flops', hardware.peak_flops)  # not the module's once-timed peak (conftest)
+    assert hardware.peak_flops('cpu', 'float32') == hardware.peak_flops('cpu', 'float32') == 1e11
+    assert timed == ['float32']
+    threads = torch.get_num_threads()
+    torch.set_num_threads(threads + 1)  # another thread count is another peak
+    try:
+        assert hardware.peak_flops('cpu', 'float32') == 2e11
+    finally:
+        torch.set_num_threads(threads)
+    assert train.main([*TINY, f'--out_dir={tmp_path / "o"}', '--max_iters=2', '--eval_interval=2']) == 0
+    s = json.load(open(tmp_path / 'o' / 'summary.json'))
+    path = str(tmp_path / 'cache' / 'attn-gpt' / 'cpu_peak_flops.json')
+    assert s['mfu_peak_flops'] == 1e11 and 'timed once' in s['mfu_peak_source'] and path in s['mfu_peak_source']
+    assert f"MFU against 0.1 TFLOP/s (this CPU's float32 matmul peak" in capsys.readouterr().out
+    assert len(timed) == 2
+
+
+def test_a_misspelt_dataset_gets_a_did_you_mean(tmp_path):
+    p = train_cli(tmp_path / 'o', '--dataset=shakespeare_chr', check=False)
+    assert p.returncode == 1 and 'did you mean shakespeare_char?' in p.stderr, p.stderr
+    assert not (tmp_path / 'o').exists()
+
+
+def test_an_offline_bpe_prepare_names_the_missing_tiktoken_file_and_leaves_no_lock(tmp_path, monkeypatch, capfd):
+    """data/shakespeare/prepare.py offline with an empty tiktoken cache: its error names the file the cache lacks and
+    how to supply it; train.py's line no longer suggests --input FILE (no help there), and the folder keeps no
+    .prepare.lock."""
+    for name in ('shakespeare', 'shakespeare_char'):
+        (tmp_path / name).mkdir()
+        shutil.copy(os.path.join(ROOT, 'data', name, 'prepare.py'), tmp_path / name / 'prepare.py')
+    monkeypatch.setattr(dataset, 'data_dir', lambda name: str(tmp_path / name))
+    monkeypatch.setenv('PYTHONPATH', ROOT)  # the copied prepare.py finds dataset.py
+    monkeypatch.setenv('TIKTOKEN_CACHE_DIR', str(tmp_path / 'empty_cache'))
+    monkeypatch.setenv('HTTPS_PROXY', 'http://127.0.0.1:9')  # offline: nothing listens there
+    with pytest.raises(FileNotFoundError) as e:
+        dataset.ensure_data('shakespeare')
+    assert 'failed' in str(e.value) and '--input' not in str(e.value)
+    err = capfd.readouterr().err
+    url = 'https://openaipublic.blob.core.windows.net/gpt-2/encodings/main/vocab.bpe'
+    assert f"cache ({tmp_path / 'empty_cache'}) lacks the gpt2 encoding's {url}" in err, err
+    assert 'TIKTOKEN_CACHE_DIR=DIR' in err and hashlib.sha1(url.encode()).hexdigest() in err, err
+    assert sorted(os.listdir(tmp_path / 'shakespeare')) == ['prepare.py']

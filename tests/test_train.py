@@ -886,15 +886,21 @@ def test_char_prepare_split_and_errors(tmp_path, monkeypatch):
 
 
 def test_bpe_prepare_fails_cleanly_without_tiktoken_encoding(tmp_path, monkeypatch):
-    tiktoken = pytest.importorskip('tiktoken')
+    """Offline with an empty tiktoken cache: the message names the file the cache lacks, and nothing is written."""
+    pytest.importorskip('tiktoken')
+    import tiktoken.load
+    import tiktoken.registry
     d = _copy_prepare(tmp_path, 'shakespeare')
 
-    def offline(name):
+    def offline(url):
         raise ConnectionError('no network')
-    monkeypatch.setattr(tiktoken, 'get_encoding', offline)
+    monkeypatch.setattr(tiktoken.load, 'read_file', offline)
+    monkeypatch.setattr(tiktoken.registry, 'ENCODINGS', {})  # none loaded in this process yet
+    monkeypatch.setenv('TIKTOKEN_CACHE_DIR', str(tmp_path / 'empty_cache'))
     monkeypatch.setattr(sys, 'argv', ['prepare.py', '--input', os.path.join(ROOT, 'data', 'shakespeare_char',
                                                                            'input.txt')])
-    with pytest.raises(SystemExit, match='(?s)could not load the GPT-2 encoding.*Nothing was written'):
+    with pytest.raises(SystemExit, match='(?s)lacks the gpt2 encoding.*vocab.bpe.*TIKTOKEN_CACHE_DIR.*Nothing was '
+                                         'written'):
         runpy.run_path(str(d / 'prepare.py'), run_name='__main__')
     assert sorted(os.listdir(d)) == ['prepare.py']
 

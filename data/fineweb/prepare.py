@@ -87,12 +87,12 @@ def get_encoding(name):
     if name == 'byte':
         return tiktoken.Encoding('byte', pat_str=r"\S+|\s+", mergeable_ranks={bytes([i]): i for i in range(256)},
                                  special_tokens={'<|endoftext|>': 256})
+    sys.path.insert(0, os.path.join(HERE, '..', '..'))
+    from dataset import load_bpe  # tiktoken's encoding, or what its cache lacks
     try:
-        return tiktoken.get_encoding(name)
-    except Exception as e:
-        sys.exit(f"error: tiktoken could not load the {name} encoding ({type(e).__name__}: {e}).\n"
-                 "It is downloaded once and cached; run this once with internet access, or point "
-                 "TIKTOKEN_CACHE_DIR at a cache that has it. Nothing was written.")
+        return load_bpe(name)
+    except ValueError as e:
+        sys.exit(f"error: {e}. Nothing was written.")
 
 
 _enc = None  # each tokeniser process's encoding

@@ -5,7 +5,7 @@ $ python data/shakespeare/prepare.py                   # downloads input.txt if 
 $ python data/shakespeare/prepare.py --input FILE      # or use a local copy of the text
 
 tiktoken downloads the GPT-2 encoding once (then caches it, see TIKTOKEN_CACHE_DIR); offline and without a
-cached copy this fails with a clear message and writes nothing.
+cached copy this names the file its cache lacks, says how to supply it, and writes nothing.
 """
 import argparse
 import json
@@ -14,7 +14,9 @@ import sys
 
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'shakespeare_char'))
+sys.path.insert(1, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..'))
 import prepare as char_prep  # noqa: E402  the text download and atomic writes are the same
+from dataset import load_bpe  # noqa: E402  tiktoken's encoding, or what its cache lacks
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -23,12 +25,9 @@ if __name__ == '__main__':
     ap.add_argument('--input', help='a local copy of tiny Shakespeare (input.txt)')
     args = ap.parse_args()
     try:
-        import tiktoken
-        enc = tiktoken.get_encoding('gpt2')
-    except Exception as e:
-        sys.exit(f"error: tiktoken could not load the GPT-2 encoding ({type(e).__name__}: {e}).\n"
-                 "It is downloaded once and cached; run this once with internet access, or point "
-                 "TIKTOKEN_CACHE_DIR at a cache that has it. Nothing was written.")
+        enc = load_bpe('gpt2')
+    except ValueError as e:
+        sys.exit(f"error: {e}. Nothing was written.")
     char_prep.HERE = HERE  # write input.txt, the .bin files and meta.json into data/shakespeare/
     data = char_prep.fetch_text(args.input)
     n = len(data)
