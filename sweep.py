@@ -119,7 +119,7 @@ PROFILES = dict(
     # the configs (configs/nd_*_2L.py) hold the schedule, about 2 minutes a run on one CPU core
     retrieval=Profile('', '2L', 'nanogpt diff sym diff_sym gated softmax1', data='needle_distractors', prefix='nd_',
                       records=True, analyzer='needle_eval.py', analysis='needle_eval.json'),
-    # the seed author's loop as far as it is published (results/seed_table_explained.md, session 12): as many
+    # the seed author's loop as far as it is published (results/seed_table_explained.md, commit bcebcfa, 2026-11-24): as many
     # windows as one epoch over every stride-1 window of the whole text at batch 32 (35,000 steps, ~280 passes over
     # the train split), lr 3e-4, dropout 0.1. Assumed where unpublished: a constant lr and plain Adam (no weight
     # decay, beta2 0.999, no clipping), as a generated training loop has them. Its losses on the training text
