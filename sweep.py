@@ -34,7 +34,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 # Every variant once, for ablate.sh and report.py: its configs are configs/<name>_<depth>.py, its runs
 # <name>_<depth>_s<seed>; its label in results.md; a column of the seed notes' table (True, in the seed's order) or
-# one of ours (after them). A new variant: a row here, its configs, and its comparisons in PAIRS.
+# one of ours (after them). A new variant: a row here, its configs, and its comparisons in PAIRS; the other places
+# (model.py, its tests, docs/config.md) are in docs/adding_a_variant.md, and tests/test_docs.py checks them.
 VARIANTS = [
     # name                 label                     the seed's
     ('nanogpt',            'nanogpt',                True),
@@ -246,6 +247,9 @@ def sweep_from_env(env, args):
         if not glob.glob(os.path.join(HERE, 'configs', glob.escape(v) + '_*.py')):
             raise Refused(f"VARIANTS has '{v}', but there is no configs/{v}_<depth>.py; the variants: "
                           + config_names(r'(.*)_[0-9]*[LM]\.py$'))
+        if v not in LABELS:  # report.py would have no label, column or comparison for its runs
+            raise Refused(f"VARIANTS has '{v}', which has configs but no row in sweep.py's VARIANTS table: add its "
+                          f"row (docs/adding_a_variant.md)")
     for d in depths:
         if not glob.glob(os.path.join(HERE, 'configs', '*_' + glob.escape(d) + '.py')):
             raise Refused(f"DEPTHS has '{d}', but there is no configs/<variant>_{d}.py; the depths: "
