@@ -67,6 +67,10 @@
 #   SBATCH_ARGS          sbatch options for each run's task, e.g. "--partition=gpu --gres=gpu:1 --time=2:00:00"
 #   SBATCH_REPORT_ARGS   sbatch options for the report job (default: SBATCH_ARGS)
 #   SLURM_MAX            at most this many tasks at once (sbatch --array=...%SLURM_MAX)
+#   PROGRESS_EVERY       seconds between progress lines when the output is not a terminal (default 30; 0: none).
+#                        On a terminal one line at the bottom, redrawn each second. Either says the runs finished,
+#                        running and left, each running run's iteration and ETA (from its log.jsonl) and the sweep's
+#                        ETA (sweep.py progress)
 # Each run is configs/<variant>_<depth>.py in runs/<sweep>/<variant>_<depth>_s<seed>/, its console output in
 # train.log there. A run with summary.json is skipped; one with ckpt.pt is resumed; a failed run is reported,
 # marked with a FAILED file (its exit status) and the sweep goes on. Ctrl-C or SIGTERM stops every run in
@@ -95,6 +99,10 @@ if [ "$JOBS" -gt 1 ] && [ -z "${TORCHINDUCTOR_COMPILE_THREADS:-}" ]; then
   cores=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)
   export TORCHINDUCTOR_COMPILE_THREADS=$(( cores / JOBS > 1 ? cores / JOBS : 1 ))
 fi
+
+# on a terminal, sweep.py progress keeps one line at the bottom: each of this script's lines clears it first
+LINE_START=; [ -t 1 ] && LINE_START=$(printf '\r\033[K')
+say() { printf '%s%s\n' "$LINE_START" "$*"; }
 
 # present while a Ctrl-C or SIGTERM stops the sweep (or this Slurm task): the runs that end then were stopped
 STOPPING=$ROOT/.stopping${TASK:+.$TASK}
@@ -128,16 +136,17 @@ run_one() {  # cfg dir seed [extra args]: one run; its exit status in a FAILED f
   # a run in progress (another launch of this sweep, a Slurm task still running): left to its process. flock asks
   # its lock before anything is written; without flock (macOS), train.py refuses it (exit 75, below)
   if [ -f "$dir/.lock" ] && command -v flock >/dev/null && ! flock -n "$dir/.lock" true 2>/dev/null; then
-    echo "busy   $dir: another process is training it ($(cat "$dir/.lock" 2>/dev/null)); left to it"
+    say "busy   $dir: another process is training it ($(cat "$dir/.lock" 2>/dev/null)); left to it"
     echo "$dir" >> "$BUSY"; return 0
   fi
   # a stop that came before this run's python (the trap's pkill found no child to signal): do not start it
-  [ -f "$STOPPING" ] && { echo "stopped $dir: not started"; return 130; }
+  [ -f "$STOPPING" ] && { say "stopped $dir: not started"; return 130; }
   mkdir -p "$dir"; rm -f "$dir/FAILED"
   # strict: the checkpoint's settings must be this command's (a folder copied from another sweep, or a sweep made
   # before sweep_settings, would otherwise resume under the new ones, and its record would hide it)
   [ -f "$dir/ckpt.pt" ] && resume="--init_from=resume --resume_strict=True"
-  echo "run    $dir $resume"
+  say "run    $dir $resume"
+  touch "$dir/train.log"  # sweep.py progress: running from now (its python takes seconds to write anything)
   t0=$(date +%s)
   # default INT/TERM dispositions again (the job's subshell ignores them), so a stop during python's start is not
   # lost; train.py then installs its own handler, which saves a checkpoint. (${a[@]+"${a[@]}"}: an empty SCHEDULE
@@ -147,19 +156,19 @@ run_one() {  # cfg dir seed [extra args]: one run; its exit status in a FAILED f
   rc=$?
   # stopped, not failed: train.py's 130, or any exit while the sweep stops (torchrun exits 1 after a stop)
   if [ $rc -ne 0 ] && { [ $rc -eq 130 ] || [ -f "$STOPPING" ]; }; then
-    echo "stopped $dir: $(grep -o 'stopped at iteration [0-9]*' "$dir/train.log" | tail -n 1)"
+    say "stopped $dir: $(grep -o 'stopped at iteration [0-9]*' "$dir/train.log" | tail -n 1)"
     return 130
   fi
   if [ $rc -eq 75 ]; then  # train.py: out_dir locked by another run (where there is no flock, or a race)
-    echo "busy   $dir: another process is training it; left to it"; echo "$dir" >> "$BUSY"
+    say "busy   $dir: another process is training it; left to it"; echo "$dir" >> "$BUSY"
     return 0
   fi
   if [ $rc -ne 0 ]; then
     echo "$rc" > "$dir/FAILED"
-    echo "FAILED $dir (exit $rc): tail of $dir/train.log:"; tail -n 5 "$dir/train.log" | sed 's/^/         /'
+    say "FAILED $dir (exit $rc): tail of $dir/train.log:"; tail -n 5 "$dir/train.log" | sed 's/^/         /'
     return $rc
   fi
-  echo "done   $dir in $(( $(date +%s) - t0 ))s"
+  say "done   $dir in $(( $(date +%s) - t0 ))s"
   [ "$ANALYZE" = 1 ] && [ -f "$dir/summary.json" ] || return 0  # not after a stop
   analyze_one "$dir"
 }
@@ -171,35 +180,50 @@ analyze_one() {  # dir: $ANALYZER (analyze.py; needle_eval.py for retrieval) on 
   ( trap - INT TERM; exec "$PYTHON" "$ANALYZER" --out_dir="$dir" ) >"$dir/analyze.log" 2>&1 </dev/null
   rc=$?
   if [ $rc -ne 0 ] && [ -f "$STOPPING" ]; then
-    echo "stopped $dir: $ANALYZER; a re-launch with ANALYZE=1 runs it again"
+    say "stopped $dir: $ANALYZER; a re-launch with ANALYZE=1 runs it again"
     return 130
   fi
   if [ $rc -ne 0 ]; then
     echo "$rc" > "$dir/FAILED"
-    echo "FAILED $dir: $ANALYZER (exit $rc): tail of $dir/analyze.log:"
+    say "FAILED $dir: $ANALYZER (exit $rc): tail of $dir/analyze.log:"
     tail -n 3 "$dir/analyze.log" | sed 's/^/         /'
   else
-    echo "analyzed $dir"
+    say "analyzed $dir"
   fi
   return $rc
 }
 
 # Ctrl-C or SIGTERM: train.py saves a checkpoint of each run in progress (the TERM is passed on to runs in the
 # background); the sweep stops, and a re-launch resumes them
-trap 'trap "" INT TERM; touch "$STOPPING"
+trap 'trap "" INT TERM; touch "$STOPPING"; stop_progress
       echo "ablate.sh: stopping: $(( $(jobs -rp | wc -l) )) run(s) in progress save a checkpoint at the end of" \
            "their step"
       for p in $(jobs -p); do pkill -TERM -P "$p"; done; wait; rm -f "$STOPPING" "$BUSY"
       echo "ablate.sh: interrupted; re-launch the same command to continue"; exit 130' INT TERM
 skipped=0; launched=(); analyzed=(); slots=()  # runs started, finished runs analyzed now, the job in each slot
 start=$(date +%s)
+# the progress line (not for a Slurm task: one run, its own log): sweep.py progress beside the runs, started from a
+# command substitution so that it is not one of this shell's jobs (the pool counts and waits for those); it stops
+# when told (stop_progress) or when this script is gone
+PROGRESS=
+if [ -z "$TASK" ] && [ "${PROGRESS_EVERY:-30}" != 0 ]; then
+  exec 3>&1
+  PROGRESS=$("$PYTHON" sweep.py progress $$ "$start" "$@" >&3 2>&3 </dev/null & echo $!)
+  exec 3>&-
+fi
+stop_progress() {  # its TERM, then a moment for it to clear its line, so that no line of it follows ours
+  [ -n "$PROGRESS" ] || return 0
+  kill -TERM "$PROGRESS" 2>/dev/null
+  local i; for i in 1 2 3 4 5 6 7 8 9 10; do kill -0 "$PROGRESS" 2>/dev/null || break; sleep 0.2; done
+  PROGRESS=
+}
 for ((i = 0; i < ${#RUN_DIR[@]}; i++)); do
   dir=${RUN_DIR[$i]}
   if [ -f "$dir/summary.json" ]; then
-    echo "skip   $dir (finished)"; skipped=$((skipped + 1))
+    say "skip   $dir (finished)"; skipped=$((skipped + 1))
     [ "$ANALYZE" = 1 ] && ! "$PYTHON" sweep.py analyzed "$ANALYSIS" "$dir" || continue
     # e.g. a committed run copied back without its checkpoint
-    [ -f "$dir/ckpt.pt" ] || { echo "         no ckpt.pt, so no analysis"; continue; }
+    [ -f "$dir/ckpt.pt" ] || { say "         no ckpt.pt, so no analysis"; continue; }
     job=(analyze_one "$dir"); analyzed+=("$dir")
   else
     job=(run_one "${RUN_CFG[$i]}" "$dir" "${RUN_SEED[$i]}" "$@"); launched+=("$dir")
@@ -220,6 +244,7 @@ for ((i = 0; i < ${#RUN_DIR[@]}; i++)); do
   slots[$slot]=$!
 done
 wait
+stop_progress
 # a FAILED file beside summary.json: the run finished and its analysis failed
 failed=0; failed_an=0
 for dir in ${launched[@]+"${launched[@]}"} ${analyzed[@]+"${analyzed[@]}"}; do

@@ -47,7 +47,8 @@ def ensure_data(dataset):
         raise FileNotFoundError(
             f"dataset '{dataset}': {d} has no {' or '.join(missing)}, and no prepare.py to make it. A dataset folder "
             f"holds uint16 train.bin and val.bin, and a meta.json with the vocabulary size and how the tokens "
-            f"decode, e.g. {{\"vocab_size\": 50304, \"tokenizer\": \"gpt2\"}} for GPT-2 tokens (README, dataset)")
+            f"decode, e.g. {{\"vocab_size\": 50304, \"tokenizer\": \"gpt2\"}} for GPT-2 tokens (the key dataset "
+            f"in docs/config.md's \"Training keys\")")
     with prepare_lock(d):  # runs that start at once (ablate.sh JOBS=8): one prepares, the others wait and find it done
         if all(os.path.exists(os.path.join(d, f)) for f in missing):
             return

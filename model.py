@@ -597,10 +597,10 @@ def check_causal(model, vocab_size, block_size, device, autocast_ctx=contextlib.
         max |dlogits_i| > 1e-6 * max_{j >= t} |dlogits_j| + 8 * noise,
     noise = max |difference| of two forwards of the same input. The change at j >= t (position t's own logits
     always change; it is of the size of the logits) scales the threshold to the model: 1e-6 of it is ~15 float32
-    roundings (2^-24) of the largest logit, far below what even one leaking head moves (README). noise is 0 with
-    deterministic kernels; with nondeterministic ones it is their reduction-order noise, which the second term keeps
-    from tripping the check (and a warning says when it is large enough to hide leaks). The RNG state and the
-    model's train/eval mode are restored afterwards.
+    roundings (2^-24) of the largest logit, far below what even one leaking head moves (docs/details.md's
+    "Attention"). noise is 0 with deterministic kernels; with nondeterministic ones it is their reduction-order noise,
+    which the second term keeps from tripping the check (and a warning says when it is large enough to hide leaks).
+    The RNG state and the model's train/eval mode are restored afterwards.
     Cost: five forwards, and two (batch_size, T, vocab_size) float32 tensors of logits held at once. A DDP-wrapped
     model works too; then every rank must call it (its forward is collective), and all reach the same verdict."""
     T, dev = block_size, torch.device(device)

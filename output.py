@@ -1,7 +1,7 @@
 """
 What the scripts write: files, atomically (a temporary file, then a rename, so a crash never leaves half a file),
-and plots, where matplotlib is installed; and how they read log.jsonl back. No torch here: report.py and bench.py
-import it too.
+and plots, where matplotlib is installed; how they read log.jsonl back, and how they say a duration. No torch
+here: report.py, bench.py and sweep.py import it too.
 """
 import json
 import os
@@ -48,6 +48,12 @@ def lock_at(path, blocking=True):
         except FileNotFoundError:
             pass
         f.close()
+
+
+def duration(seconds):
+    """4321 -> '1h 12m', 75 -> '1m 15s', 9 -> '9s'."""
+    s = int(round(seconds))
+    return f"{s // 3600}h {s % 3600 // 60}m" if s >= 3600 else f"{s // 60}m {s % 60}s" if s >= 60 else f"{s}s"
 
 
 def read_log_lines(path):

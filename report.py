@@ -56,7 +56,7 @@ _DIAG_METRICS = [('first-token attn', lambda a: a['overall']['first_token_attent
 
 def diag_metrics(files):
     """analyze.py's measures; Gu et al.'s sink share and the massive-activation ratio where every file has them
-    (analysis.json files before session 8 lack them)."""
+    (analysis.json files before commit 1d93be1, 2026-11-24, lack them)."""
     if not all('sink_heads' in f['overall'] for f in files):
         return _DIAG_METRICS
     # in models of up to 4 layers, also first-token attention layer by layer: there a sink is one layer's
@@ -494,11 +494,11 @@ def run_file(s, name):
 def diagnostics_table(summaries):
     """A row per run whose folder has analysis.json (written by analyze.py)."""
     found = [(s, a) for s in summaries if (a := run_file(s, 'analysis.json')) is not None]
-    new = all('sink_heads' in a['overall'] for _, a in found)  # Gu's share and the massive ratio (session 8 on)
+    new = all('sink_heads' in a['overall'] for _, a in found)  # Gu's share and the massive ratio (since 1d93be1)
     lines = []
     for s, a in found:
         o, q = a['overall'], a['quantization']
-        # beside what uniform weights would give (analysis.json files before session 6 lack it)
+        # beside what uniform weights would give (analysis.json files before commit a949fc3, 2026-11-23, lack it)
         uniform = f" ({o['first_token_uniform']:.3f})" if 'first_token_uniform' in o else ''
         gu, ratio = (f" / {o['sink_heads']:.2f}", f" ({o['massive_ratio']:.0f}x)") if new else ('', '')
         lines.append(f"| {s['_name']} | {o['first_token_attention']:.3f}{uniform} | "

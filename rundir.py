@@ -13,7 +13,7 @@ import time
 
 from dataset import ensure_data
 from hardware import peak_flops, peak_source
-from output import atomic_write, lock_at, read_log_lines
+from output import atomic_write, duration, lock_at, read_log_lines
 
 try:
     import fcntl  # the run folder's lock (POSIX); without it (Windows) runs are not locked
@@ -286,12 +286,6 @@ class Throughput:
 
     def tokens_per_sec(self):
         return self.train_tokens / self.train_time if self.train_time > 0 else None
-
-
-def duration(seconds):
-    """4321 -> '1h 12m', 75 -> '1m 15s', 9 -> '9s'."""
-    s = int(round(seconds))
-    return f"{s // 3600}h {s % 3600 // 60}m" if s >= 3600 else f"{s // 60}m {s % 60}s" if s >= 60 else f"{s}s"
 
 
 def code_version(untracked=True):

@@ -10,10 +10,13 @@ pool of runs at once and their GPUs, starting train.py, stops, FAILED files and 
                                              # settings in sweep_settings, or refuses other ones (exit 2)
   python sweep.py submit [--key=value ...]   # SLURM=1: an array job of the unfinished runs, report.py's job after it
   python sweep.py analyzed ANALYSIS RUN      # exit 0 where RUN/ANALYSIS is of the run's last checkpoint
+  python sweep.py progress PID START [--key=value ...]
+                                             # the sweep's progress on stdout while process PID lives (ablate.sh,
+                                             # started at START, in epoch seconds), as PROGRESS_EVERY says
 
 The variables (PROFILE, VARIANTS, DEPTHS, SEEDS, ...) come from the environment, as ablate.sh's header documents.
-No torch here outside `check`: report.py imports this file for the variants, and a Slurm login node that submits
-a sweep may have no torch.
+No torch here outside `check` (and `progress`, for a run whose config holds its length): report.py imports this
+file for the variants, and a Slurm login node that submits a sweep may have no torch.
 """
 import ast
 import glob
@@ -22,11 +25,15 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
+from contextlib import redirect_stdout
 from dataclasses import dataclass
+
+from output import duration
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -34,7 +41,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 # Every variant once, for ablate.sh and report.py: its configs are configs/<name>_<depth>.py, its runs
 # <name>_<depth>_s<seed>; its label in results.md; a column of the seed notes' table (True, in the seed's order) or
-# one of ours (after them). A new variant: a row here, its configs, and its comparisons in PAIRS.
+# one of ours (after them). A new variant: a row here, its configs, and its comparisons in PAIRS; the other places
+# (model.py, its tests, docs/config.md) are in docs/adding_a_variant.md, and tests/test_docs.py checks them.
 VARIANTS = [
     # name                 label                     the seed's
     ('nanogpt',            'nanogpt',                True),
@@ -119,7 +127,7 @@ PROFILES = dict(
     # the configs (configs/nd_*_2L.py) hold the schedule, about 2 minutes a run on one CPU core
     retrieval=Profile('', '2L', 'nanogpt diff sym diff_sym gated softmax1', data='needle_distractors', prefix='nd_',
                       records=True, analyzer='needle_eval.py', analysis='needle_eval.json'),
-    # the seed author's loop as far as it is published (results/seed_table_explained.md, session 12): as many
+    # the seed author's loop as far as it is published (results/seed_table_explained.md, commit bcebcfa, 2026-11-24): as many
     # windows as one epoch over every stride-1 window of the whole text at batch 32 (35,000 steps, ~280 passes over
     # the train split), lr 3e-4, dropout 0.1. Assumed where unpublished: a constant lr and plain Adam (no weight
     # decay, beta2 0.999, no clipping), as a generated training loop has them. Its losses on the training text
@@ -246,6 +254,9 @@ def sweep_from_env(env, args):
         if not glob.glob(os.path.join(HERE, 'configs', glob.escape(v) + '_*.py')):
             raise Refused(f"VARIANTS has '{v}', but there is no configs/{v}_<depth>.py; the variants: "
                           + config_names(r'(.*)_[0-9]*[LM]\.py$'))
+        if v not in LABELS:  # report.py would have no label, column or comparison for its runs
+            raise Refused(f"VARIANTS has '{v}', which has configs but no row in sweep.py's VARIANTS table: add its "
+                          f"row (docs/adding_a_variant.md)")
     for d in depths:
         if not glob.glob(os.path.join(HERE, 'configs', '*_' + glob.escape(d) + '.py')):
             raise Refused(f"DEPTHS has '{d}', but there is no configs/<variant>_{d}.py; the depths: "
@@ -410,6 +421,155 @@ def analyzed(analysis, run):
     return done.get('iter', last) == last
 
 
+# ----------------------------------------------------------------------------- progress
+
+def last_record(path):
+    """The last whole record of a log.jsonl and when it was written (the file's mtime: train.py flushes each line);
+    (None, None) where there is none. Reads the tail only: a long run's log is thousands of lines."""
+    try:
+        with open(path, 'rb') as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - 65536))
+            tail, mtime = f.read(), os.fstat(f.fileno()).st_mtime
+    except OSError:
+        return None, None
+    for line in reversed(tail.split(b'\n')[:-1]):  # [:-1]: a line being written has no newline yet
+        try:
+            return json.loads(line), mtime
+        except ValueError:
+            continue
+    return None, None
+
+
+def max_iters(sweep, args, cfg):
+    """A run's last iteration: the last --max_iters of the schedule and the extra arguments, else the config's
+    (the profiles whose configs hold the schedule; train.py's parse, so torch, once a config); None if unknown."""
+    try:
+        given = [a.split('=', 1)[1] for a in sweep.schedule + list(args) if a.startswith('--max_iters=')]
+        if given:
+            return int(float(given[-1]))
+        from config import parse_config
+        with redirect_stdout(None):  # a config's notes (base_shakespeare_char.py's "no CUDA")
+            return parse_config([cfg, *sweep.schedule, *args])['max_iters']
+    except Exception:  # no torch here, a value train.py refuses: the run itself says so; its ETA is unknown
+        return None
+
+
+class Progress:
+    """A sweep's state from its run folders, for one line: runs finished, running and left, each running run's
+    iteration of its total and its ETA, and the sweep's ETA. A run is running from the moment ablate.sh touches its
+    train.log (after START, when this launch began) until its summary.json or FAILED. A run's pace is the time per
+    iteration between its first record of this launch and its last, evaluations included; before a second record,
+    the ms_per_iter of its log line."""
+
+    def __init__(self, sweep, args, start):
+        self.sweep, self.args, self.start = sweep, args, start
+        self.runs = [(cfg, d) for cfg, d, _ in sweep.runs()]
+        self.totals = {}  # config -> max_iters
+        self.first = {}   # run folder -> (time, iter) of its first record of this launch
+
+    def total(self, cfg):
+        if cfg not in self.totals:
+            self.totals[cfg] = max_iters(self.sweep, self.args, cfg)
+        return self.totals[cfg]
+
+    def since_start(self, path):
+        try:
+            return os.path.getmtime(path) >= self.start
+        except OSError:
+            return False
+
+    def state(self, d):
+        if os.path.exists(os.path.join(d, 'summary.json')):
+            return 'finished'
+        if self.since_start(os.path.join(d, 'FAILED')):
+            return 'failed'
+        return 'running' if self.since_start(os.path.join(d, 'train.log')) else 'left'
+
+    def run(self, cfg, d, now):
+        """(its words, its pace in seconds an iteration or None, its seconds left or None)."""
+        rec, t = last_record(os.path.join(d, 'log.jsonl'))
+        total, name = self.total(cfg), os.path.basename(d)
+        if rec is None or t < self.start or 'iter' not in rec:  # a resumed run's log of an earlier launch
+            return f'{name} starting', None, None
+        t0, it0 = self.first.setdefault(d, (t, rec['iter']))
+        pace = (t - t0) / (rec['iter'] - it0) if rec['iter'] > it0 else (rec.get('ms_per_iter') or 0) / 1000 or None
+        if total is None:
+            return f"{name} {rec['iter']}", pace, None
+        left = max(0.0, (total - rec['iter']) * pace - (now - t)) if pace else None
+        return f"{name} {rec['iter']}/{total}" + (f' ETA {duration(left)}' if left is not None else ''), pace, left
+
+    def line(self, now):
+        """The line, or None while no run of this launch is running."""
+        states = [self.state(d) for _, d in self.runs]
+        running = [self.run(cfg, d, now) for (cfg, d), s in zip(self.runs, states) if s == 'running']
+        if not running:
+            return None
+        waiting = [cfg for (cfg, _), s in zip(self.runs, states) if s == 'left']
+        paces = [p for _, p, _ in running if p]
+        counts = (f"{states.count('finished')} finished, {len(running)} running, {len(waiting)} left"
+                  + (f", {states.count('failed')} failed" if 'failed' in states else ''))
+        # the runs left at the mean pace so far, spread over the JOBS slots with the time the running ones need
+        todo = [left for _, _, left in running] + [self.total(c) * sum(paces) / len(paces) if paces and self.total(c)
+                                                   else None for c in waiting]
+        eta = f', ETA {duration(sum(todo) / min(self.sweep.jobs, len(todo)))}' if None not in todo else ''
+        return f"sweep {self.sweep.root}: {counts}{eta} | " + ', '.join(words for words, _, _ in running)
+
+
+def alive(pid):
+    """Whether process pid exists: ablate.sh, killed or gone, leaves no progress line behind it."""
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, as another user's
+        return True
+
+
+def watch(progress, parent, every, out, clock=time.time, sleep=time.sleep):
+    """The progress line while process `parent` lives: on a terminal one line redrawn each second in place (ablate.sh
+    clears it before each of its own lines); elsewhere (a log file, a batch job) a line every `every` seconds while a
+    run is running, so an hour's sweep adds some 120 lines to its log, not thousands."""
+    tty = out.isatty()
+    due = clock() + every
+
+    def line(now):  # a folder half-written (a run starting, a copy) waits for the next look, never ends the line
+        try:
+            return progress.line(now)
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+    while alive(parent):
+        sleep(1.0 if tty else min(1.0, every))
+        now = clock()
+        if tty:
+            text = line(now) or ''
+            out.write('\r' + text[:shutil.get_terminal_size((100, 24)).columns - 1] + '\033[K')
+        elif now >= due:
+            due = now + every
+            text = line(now)
+            if text is None:
+                continue
+            out.write(f'progress: {text}\n')
+        out.flush()
+
+
+def progress_main(env, argv):
+    """sweep.py progress PID START [--key=value ...]: ablate.sh's own process, stopped by its TERM (the line cleared
+    on a terminal); a Ctrl-C, which the terminal sends to every process of the sweep, is ablate.sh's to act on."""
+    parent, start, args = int(argv[0]), float(argv[1]), argv[2:]
+    every = float(env.get('PROGRESS_EVERY') or 30)
+
+    def stop(*_):
+        if sys.stdout.isatty():
+            sys.stdout.write('\r\033[K')
+            sys.stdout.flush()
+        os._exit(0)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, stop)
+    watch(Progress(sweep_from_env(env, args), args, start), parent, every, sys.stdout)
+    return 0
+
+
 def main(argv):
     command, args, env = argv[0] if argv else '', argv[1:], os.environ
     try:
@@ -423,6 +583,8 @@ def main(argv):
             return submit(env, args)
         elif command == 'analyzed' and len(args) == 2:
             return 0 if analyzed(*args) else 1
+        elif command == 'progress' and len(args) >= 2:
+            return progress_main(env, args)
         else:
             print(__doc__.split('\n\n')[1], file=sys.stderr)
             return 2

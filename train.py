@@ -1,5 +1,5 @@
 """
-Train a GPT whose attention is chosen by config flag (model.py; the README's variant table).
+Train a GPT whose attention is chosen by config flag (model.py; the README's "Attention variants").
 
 Single process, on a laptop CPU or one GPU:
 $ python train.py configs/diff_sym_6L.py --batch_size=16

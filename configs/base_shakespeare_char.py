@@ -17,7 +17,8 @@ lr_decay_iters = 5000
 eval_interval = 250
 eval_iters = 200
 log_interval = 10
-# The diff configs set lambda_init_depth_offset = 1 to reproduce the seed's lambda_init column (README).
+# The diff configs set lambda_init_depth_offset = 1 to reproduce the seed's lambda_init column: layer 1 starts at
+# lambda_init 0.356, not the Diff paper's 0.2 (docs/config.md's "Model keys"; the README's "Attention variants").
 
 # The full schedule is a GPU job. Without a GPU, a shortened schedule with the same architecture, so that a
 # first run finishes in minutes: fewer iterations, a smaller eval, and no dropout (on CPU it costs more than the

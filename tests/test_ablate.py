@@ -835,3 +835,140 @@ def test_many_jobs_share_the_cores_among_their_compile_workers(tmp_path):
     sweep(tmp_path / 'c', report=False, VARIANTS='nanogpt', DEPTHS='3L', JOBS='2', PYTHON=stub,
           TORCHINDUCTOR_COMPILE_THREADS='5')
     assert log.read_text().split() == [str(max(1, cores // 2)), 'unset', '5']
+
+
+# ----------------------------------------------------------------------------- the progress line
+
+def _record(run, it, t, **kw):
+    """A log.jsonl line as train.py writes it, the file's mtime set to when it was written (t)."""
+    run.mkdir(parents=True, exist_ok=True)
+    with open(run / 'log.jsonl', 'a') as f:
+        f.write(json.dumps(dict(iter=it, kind='train', **kw)) + '\n')
+    os.utime(run / 'log.jsonl', (t, t))
+
+
+def _touch(path, t):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text('')
+    os.utime(path, (t, t))
+
+
+def test_progress_says_runs_done_running_and_left_with_each_run_s_iteration_and_eta(tmp_path):
+    """The line read from the run folders: finished (summary.json), failed (a FAILED of this launch), running (a
+    train.log touched since the launch) and left; a running run's iteration of its max_iters (the profile's 150), its
+    ETA at its pace over this launch, evaluations included (ms_per_iter before a second record), and the sweep's ETA
+    with the runs left at the mean pace over JOBS slots."""
+    sw = sweep_py.sweep_from_env(dict(PROFILE='cpu', VARIANTS='nanogpt diff_sym', DEPTHS='3L', SEEDS='1 2 3',
+                                      SWEEP='t', RUNS_DIR=str(tmp_path), JOBS='2'), [])
+    start = 1_000_000.0
+    root = tmp_path / 't'
+    _touch(root / 'nanogpt_3L_s1' / 'summary.json', start - 500)  # finished before this launch: skipped
+    _touch(root / 'nanogpt_3L_s3' / 'FAILED', start - 500)  # failed before: left until it starts again
+    _touch(root / 'diff_sym_3L_s2' / 'train.log', start - 500)  # a resume of an earlier launch's run, not started yet
+    run = root / 'diff_sym_3L_s1'
+    _touch(run / 'train.log', start + 1)
+    _record(run, 90, start - 400)  # the earlier launch's log: not this launch's pace
+    progress = sweep_py.Progress(sw, [], start)
+    assert progress.line(start + 5) == f'sweep {root}: 1 finished, 1 running, 4 left | diff_sym_3L_s1 starting'
+    _record(run, 10, start + 10, ms_per_iter=500.0)  # the first record: 140 left at 0.5 s
+    assert progress.line(start + 10).endswith('| diff_sym_3L_s1 10/150 ETA 1m 10s')
+    _record(run, 30, start + 30)  # 20 iterations in 20 s: 120 s left, less the 5 s since its record
+    line = progress.line(start + 35)
+    # the four left at 150 s each and the running one's 115 s, over two slots: 357.5 s
+    assert line == f'sweep {root}: 1 finished, 1 running, 4 left, ETA 5m 58s | diff_sym_3L_s1 30/150 ETA 1m 55s'
+    _touch(root / 'nanogpt_3L_s2' / 'train.log', start + 40)
+    _touch(root / 'nanogpt_3L_s2' / 'FAILED', start + 41)
+    _touch(root / 'nanogpt_3L_s1' / 'train.log', start + 40)  # a finished run is finished, whatever its log
+    assert progress.line(start + 45).startswith(f'sweep {root}: 1 finished, 1 running, 3 left, 1 failed, ETA ')
+    _touch(run / 'summary.json', start + 50)
+    assert progress.line(start + 50) is None  # nothing running: nothing to say
+
+
+class _Clock:
+    """A clock and a sleep for watch(): simulated seconds, the watch stopped after `until` of them."""
+    def __init__(self, until):
+        self.now, self.until = 0.0, until
+
+    def sleep(self, s):
+        self.now += s
+        if self.now > self.until:
+            raise _Stop
+
+    def __call__(self):
+        return self.now
+
+
+class _Stop(Exception):
+    pass
+
+
+class _Out(list):
+    def __init__(self, tty):
+        super().__init__()
+        self.tty = tty
+
+    def isatty(self):
+        return self.tty
+
+    def write(self, s):
+        self.append(s)
+
+    def flush(self):
+        pass
+
+
+class _Line:
+    def __init__(self, text):
+        self.text = text
+
+    def line(self, now):
+        return self.text
+
+
+@pytest.mark.parametrize('tty', [False, True])
+def test_progress_neither_floods_a_log_nor_scrolls_a_terminal(tty):
+    """Off a terminal, a line every PROGRESS_EVERY seconds (3 in 95 s at 30), none while nothing runs; on a terminal
+    one line redrawn in place each second ('\\r', then the line cut to the terminal's width, then clear to its end),
+    never a new line."""
+    out, clock = _Out(tty), _Clock(95)
+    with pytest.raises(_Stop):
+        sweep_py.watch(_Line('sweep runs/t: 0 finished, 1 running, 4 left | nanogpt_3L_s1 10/100' + ' x' * 200),
+                       os.getpid(), 30, out, clock=clock, sleep=clock.sleep)
+    if tty:
+        assert len(out) == 95 and not any('\n' in s for s in out)
+        assert all(s.startswith('\rsweep runs/t: 0 finished') and s.endswith('\033[K') for s in out)
+        assert max(len(s) for s in out) <= shutil.get_terminal_size((100, 24)).columns + 3
+    else:
+        assert out == ['progress: sweep runs/t: 0 finished, 1 running, 4 left | nanogpt_3L_s1 10/100' + ' x' * 200
+                       + '\n'] * 3
+    out, clock = _Out(False), _Clock(95)
+    with pytest.raises(_Stop):
+        sweep_py.watch(_Line(None), os.getpid(), 30, out, clock=clock, sleep=clock.sleep)
+    assert out == []
+
+
+def test_ablate_shows_progress_and_leaves_no_progress_process(tmp_path):
+    """PROGRESS_EVERY=1: the sweep's console says where its runs are (a stand-in train.py writes its records a
+    second apart), before the sweep's last line and never after it; sweep.py progress ends with the sweep."""
+    train = ('case "$1" in train.py) for a in "$@"; do case "$a" in --out_dir=*) d=${a#--out_dir=} ;; esac; done\n'
+             '  for i in 1 2; do sleep 1; echo "{\\"iter\\": $i, \\"kind\\": \\"train\\", \\"ms_per_iter\\": 1000}" '
+             '>> "$d/log.jsonl"; done; sleep 1\n'
+             '  echo \'{"iter": 2}\' > "$d/summary.json" ;;\nesac')
+    env = dict(os.environ, PROFILE='cpu', VARIANTS='nanogpt diff_sym', DEPTHS='3L', SWEEP='t', RUNS_DIR=str(tmp_path),
+               PROGRESS_EVERY='1', PYTHON=python_for_ablate(tmp_path, train))
+    p = subprocess.Popen(['bash', os.path.join(ROOT, 'ablate.sh'), *TINY], env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True)
+    out = p.communicate(timeout=120)[0]
+    assert p.returncode == 0, out
+    lines = out.splitlines()
+    shown = [l for l in lines if l.startswith('progress: ')]
+    root = tmp_path / 't'
+    assert any(l.startswith(f'progress: sweep {root}: 0 finished, 1 running, 1 left')
+               and re.search(r'\| nanogpt_3L_s1337 [12]/2 ETA', l) for l in shown), out
+    assert any(l.startswith(f'progress: sweep {root}: 1 finished, 1 running, 0 left')
+               and 'diff_sym_3L_s1337' in l for l in shown), out
+    summary = next(i for i, l in enumerate(lines) if l.startswith(f'sweep {root}: 2 run'))
+    assert all(i < summary for i, l in enumerate(lines) if l.startswith('progress: ')), out
+    mine = [pid for pid in os.listdir('/proc') if pid.isdigit() and f'progress\0{p.pid}\0'.encode()
+            in open(f'/proc/{pid}/cmdline', 'rb').read()] if os.path.isdir('/proc') else []
+    assert mine == []

@@ -1,5 +1,6 @@
 """train.py under faults: NaN on any rank, stops under torchrun, one rank's error, a full disk, two runs in one
-folder, a torn log. Each test fails without its fix (issue 31); the README's "What survives what" table sums up."""
+folder, a torn log; docs/details.md's "What survives what" sums them up. Each test fails without its fix (commit
+89750e4 on, 2026-11-24)."""
 import json
 import math
 import os

@@ -1696,7 +1696,7 @@ def test_compile_has_no_graph_breaks_in_training(kw, dropout):
 
 
 
-# --- leak: reproductions of causal-mask bugs (issue 27), never a default
+# --- leak: reproductions of causal-mask bugs (commit f44a4c4 on, 2026-11-24), never a default
 
 def _leak_weights(leak, attn='softmax', symmetric=False, T=6):
     torch.manual_seed(0)
@@ -1784,7 +1784,7 @@ def test_leak_is_validated():
 
 
 def test_rope_theta_without_rope_is_an_error():
-    """A key that does nothing in this combination is refused (README: a combination without meaning is an error)."""
+    """A key that does nothing in this combination is refused (README's "Attention variants": a combination without meaning is an error)."""
     with pytest.raises(ValueError, match="rope_theta only applies to pos='rope'"):
         GPTConfig(rope_theta=500.0)
     assert GPTConfig(pos='rope', rope_theta=500.0).rope_theta == 500.0

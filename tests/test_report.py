@@ -235,7 +235,7 @@ def test_an_analysis_of_another_checkpoint_is_left_out_and_a_torn_log_line_dropp
 
 
 def test_diagnostics_table_gives_the_uniform_reference_where_the_file_has_it(tmp_path):
-    """analyze.py writes first_token_uniform since session 6; the per-run table shows it beside the measure, and an
+    """analyze.py writes first_token_uniform since commit a949fc3 (2026-11-23); the per-run table shows it beside the measure, and an
     older analysis.json without it still renders."""
     make_run(tmp_path, 'nanogpt_3L_s1', 1.5)
     make_run(tmp_path, 'nanogpt_3L_s2', 1.5)
@@ -253,7 +253,7 @@ def test_diagnostics_table_gives_the_uniform_reference_where_the_file_has_it(tmp
 
 
 def test_gu_sink_share_and_massive_ratio_where_every_analysis_has_them(tmp_path):
-    """analyze.py writes sink_heads (Gu et al.) and massive_ratio since session 8: both get columns in the per-run
+    """analyze.py writes sink_heads (Gu et al.) and massive_ratio since commit 1d93be1 (2026-11-24): both get columns in the per-run
     table and the summary, and are compared by seed, where every file has them; with one older file, neither."""
     for s, (gu_a, gu_b) in {1: (0.5, 0.1), 2: (0.6, 0.0), 3: (0.4, 0.1)}.items():
         for v, gu in (('nanogpt', gu_a), ('softmax1', gu_b)):

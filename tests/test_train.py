@@ -559,7 +559,7 @@ def test_ddp_ranks_train_in_rank0s_dtype(tmp_path):
     assert [(tmp_path / f'rank{r}').read_text() for r in (0, 1)] == ['float32 nullcontext'] * 2
 
 
-# --- the GPU step (issue #28), what the CPU can check: the CUDA-graph path itself is in tests/test_cuda.py
+# --- the GPU step (commit 4cbe1a7, 2026-11-24), what the CPU can check: the CUDA-graph path itself is in tests/test_cuda.py
 
 def test_cuda_graph_refuses_what_a_replay_cannot_do(tmp_path):
     with pytest.raises(ValueError, match=r"cuda_graph=True needs a CUDA device \(this run is on cpu\)"):
@@ -905,7 +905,7 @@ def test_bpe_prepare_fails_cleanly_without_tiktoken_encoding(tmp_path, monkeypat
     assert sorted(os.listdir(d)) == ['prepare.py']
 
 
-# --- bos: a fixed beginning-of-sequence token at position 0 (issue #26's first sink setting)
+# --- bos: a fixed beginning-of-sequence token at position 0 (commit fae9fc6, 2026-11-24: the first sink setting)
 
 def test_bos_batches_put_the_token_at_position_0_and_shift_the_text():
     tokens = np.arange(1000, dtype=np.uint16) % 60
@@ -936,7 +936,7 @@ def test_bos_run_has_one_more_token_and_samples_with_it(tmp_path, small_needle):
     assert p.returncode == 1 and 'vocab_size=65 must be at least 66' in p.stderr, p.stderr
 
 
-# --- window_order='sequential': a reproduction of an unshuffled stride-1 loader (issue #27)
+# --- window_order='sequential': a reproduction of an unshuffled stride-1 loader (commit 73fc5a5, 2026-11-24)
 
 def test_sequential_windows_walk_the_stream_in_order_and_wrap():
     tokens = np.arange(100, dtype=np.uint16)

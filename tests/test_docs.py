@@ -1,0 +1,248 @@
+"""The docs agree with the code: every pointer from code and configs into the docs names a file and section that
+exist, a new variant is complete (docs/adding_a_variant.md's places), and the repository cites commits and dates, not
+how its work was organised. Text only: no torch, no training."""
+import ast
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SELF = 'tests/test_docs.py'  # left out of the scans: its examples of what they catch are stale on purpose
+sys.path.insert(0, ROOT)
+import sweep as sweep_py  # noqa: E402
+
+
+def tracked(*patterns):
+    """The repository's files that git tracks (a fresh clone's), by pathspec; every file under ROOT without git."""
+    try:
+        out = subprocess.run(['git', 'ls-files', '-z', '--', *patterns], cwd=ROOT, capture_output=True, text=True,
+                             check=True).stdout
+        return sorted(p for p in out.split('\0') if p and os.path.isfile(os.path.join(ROOT, p)))
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip('not a git checkout')
+
+
+def read(path):
+    with open(os.path.join(ROOT, path), encoding='utf-8') as f:
+        return f.read()
+
+
+# ----------------------------------------------------------------------------- pointers into the docs
+
+def code_files():
+    """Where code and configs point into the docs: every tracked file but the docs and results themselves."""
+    return [p for p in tracked() if not p.endswith(('.md', '.json', '.jsonl', '.png', '.txt', '.csv'))
+            and not p.startswith(('results/', 'docs/')) and p != SELF]
+
+
+def doc_files():
+    return ['README.md'] + tracked('docs/*.md')
+
+
+# a path into the docs or results (a placeholder such as results/<sweep>/ or configs/{a,b} stops the match)
+PATH = re.compile(r'(?<![\w/.])((?:docs|results)/[\w./-]*[\w/]|README\.md)(?![<{*$\w])')
+# a section of a doc: README's "Quick start", docs/config.md's "Model keys", README, "Quick start" (a quote may be
+# escaped inside a string, and the name may continue on the next line of a docstring or comment)
+SECTION = re.compile(r'(README(?:\.md)?|(?:docs|results)/[\w./-]+\.md)(?:\'s|,)\s+(?:#\s*)?\\?"([^"\\]+)\\?"')
+# README on its own: a pointer that names no section, which a moved section leaves stale unnoticed. Another
+# project's README ("microsoft/unilm's README") is a citation, not a pointer
+BARE_README = re.compile(r'(?<![\w/.-]\'s )README(?!(?:\.md)?(?:\'s|,)\s+(?:#\s*)?\\?")')
+
+
+def elsewhere(before):
+    """Whether the path after `before` is not this repository's: a command's output (--json results/bench.json), or
+    a file of another repository cited by name (guygrigsby/diff-mlx, `docs/...`)."""
+    return re.search(r'(--\w+[ =]|[\w.-]+/[\w.-]+,\s*`?)$', before) is not None
+
+
+def headings(path):
+    """The markdown headings of a doc, their text without markup."""
+    return [re.sub(r'[`*]', '', m).strip() for m in re.findall(r'^#+\s+(.*)$', read(path), re.M)]
+
+
+def names_a_heading(name, heads):
+    """A section named by its heading, or by the heading's start ("Attention" for "Attention: how the variants ...")."""
+    name = ' '.join(name.split())
+    return any(h == name or (h.startswith(name) and not h[len(name)].isalnum()) for h in heads)
+
+
+def stale_pointers(files):
+    """(file, line, what) of each pointer whose target file or section is missing."""
+    found = []
+    for path in files:
+        text = read(path)
+        line = lambda m: text.count('\n', 0, m.start()) + 1  # noqa: E731
+        for m in PATH.finditer(text):
+            if not os.path.exists(os.path.join(ROOT, m[1])) and not elsewhere(text[:m.start()]):
+                found.append((path, line(m), f'{m[1]}: no such file'))
+        for m in SECTION.finditer(text):
+            target = 'README.md' if m[1].startswith('README') else m[1]
+            if os.path.exists(os.path.join(ROOT, target)) and not names_a_heading(m[2], headings(target)):
+                found.append((path, line(m), f'{target} has no section "{" ".join(m[2].split())}"'))
+    return found
+
+
+def sectionless_readme_pointers(files):
+    found = []
+    for path in files:
+        text = read(path)
+        found += [(path, text.count('\n', 0, m.start()) + 1, 'README without its section: write README\'s "Section"')
+                  for m in BARE_README.finditer(text)]
+    return found
+
+
+def test_every_pointer_from_code_into_the_docs_exists():
+    """A pointer from code, configs or tests into the docs (a path under docs/ or results/, README.md, a section as
+    README's "Quick start" or docs/config.md's "Model keys") names a file and a heading that exist; one into the
+    README names its section, which is how a moved section shows up here rather than to a reader."""
+    files = code_files()
+    assert 'configs/base_shakespeare_char.py' in files and 'dataset.py' in files and 'ablate.sh' in files
+    assert stale_pointers(files) == []
+    assert sectionless_readme_pointers(files) == []
+
+
+def test_every_pointer_between_the_docs_exists():
+    """The README's and docs/'s own paths and sections: a renamed results file or heading fails here."""
+    assert stale_pointers(doc_files()) == []
+
+
+def test_the_pointer_check_catches_what_went_stale(tmp_path, monkeypatch):
+    """The stale pointers that once shipped, each caught: a README pointer without a section, a section the README
+    does not have, a doc section that moved, a results file that is not there. And what is not a pointer passes: a
+    placeholder path, another project's README."""
+    stale = {'a.py': '# explained in the README (README).\n',
+             'b.py': 'raise ValueError("... for GPT-2 tokens (README, \\"dataset\\")")\n',
+             'c.py': '"""docs/details.md\'s\n    "What survives whom" table."""\n',
+             'd.py': "# results/no_such_sweep.md\n"}
+    fine = {'e.py': "# microsoft/unilm's README; results/<sweep>/results.md; configs/{a,b}_3L.py; results/\n",
+            'f.py': '# docs/config.md\'s "Model keys"; the README\'s "Quick start"; docs/details.md\'s\n'
+                    '# "What survives what"\n'}
+    monkeypatch.setattr(sys.modules[__name__], 'ROOT', str(tmp_path))
+    for name in ('README.md', 'docs/details.md', 'docs/config.md'):
+        os.makedirs(tmp_path / os.path.dirname(name), exist_ok=True)
+        with open(os.path.join(os.path.dirname(__file__), '..', name), encoding='utf-8') as f:
+            (tmp_path / name).write_text(f.read())
+    (tmp_path / 'results').mkdir()
+    for name, text in {**stale, **fine}.items():
+        (tmp_path / name).write_text(text)
+    found = {p for p, _, _ in stale_pointers(list(stale) + list(fine)) + sectionless_readme_pointers(
+        list(stale) + list(fine))}
+    assert found == set(stale)
+
+
+# ----------------------------------------------------------------------------- how the work is cited
+
+# an internal stage of the work or an internal issue by number, where a commit and a date say it for a reader. A
+# citation of another project's thread (microsoft/unilm issue 1663) names its repository first
+INTERNAL = re.compile(r'(\S+\s+)?(\bsessions? \d+|\bissues? #?\d+|\(#\d+\))', re.I)
+
+
+def internal_references(text):
+    return [m[2] for m in INTERNAL.finditer(text) if not (m[2].lower().startswith('issue') and '/' in (m[1] or ''))]
+
+
+def test_the_repository_cites_commits_and_dates_not_its_work_sessions():
+    """Code, docs and results say when something changed by commit and date ("since commit 1d93be1, 2026-11-24"),
+    not by the stage of the work or the internal issue that brought it ("session 8", "issue 31", "(#28)")."""
+    found = [(p, ref) for p in tracked('*.py', '*.sh', '*.md', '.ci/*') if p != SELF
+             for ref in internal_references(read(p))]
+    assert found == []
+    assert internal_references('files before session 8 lack them; fails without its fix (issue 31); (#28); '
+                               'issue #27') == ['session 8', 'issue 31', '(#28)', 'issue #27']
+    assert internal_references('microsoft/unilm issue 1663; a pytest session starts; commit 1d93be1') == []
+
+
+# ----------------------------------------------------------------------------- a variant's places
+
+NANOGPT_SHAPE = {'block_size', 'vocab_size', 'n_layer', 'n_head', 'n_embd', 'dropout', 'bias'}  # not attention
+
+
+def model_flags(source):
+    """GPTConfig's fields that choose the model's math (all but nanoGPT's shape), and the values model.py allows for
+    each (its __post_init__ choices), from model.py's text: no torch import."""
+    cls = next(n for n in ast.parse(source).body if isinstance(n, ast.ClassDef) and n.name == 'GPTConfig')
+    fields = [s.target.id for s in cls.body if isinstance(s, ast.AnnAssign)]
+    choices = {}
+    for node in ast.walk(cls):
+        if isinstance(node, ast.Assign) and [getattr(t, 'id', None) for t in node.targets] == ['choices']:
+            choices = {k.arg: ast.literal_eval(k.value) for k in node.value.keywords}
+    return {f: choices.get(f, ()) for f in fields if f not in NANOGPT_SHAPE}
+
+
+def reference_reads(source):
+    """The attributes that tests/test_model.py's reference model (ref_*, expected_*, dims) reads: the flags whose
+    math it computes from the papers' formulas."""
+    return {a.attr for f in ast.parse(source).body
+            if isinstance(f, ast.FunctionDef) and f.name.startswith(('ref_', 'expected_', 'dims'))
+            for a in ast.walk(f) if isinstance(a, ast.Attribute)}
+
+
+def untested_flags(model_source, test_source):
+    """The flags without a test of their math: the reference reads the flag and a test sets it (flag=...), or each
+    of its values but the default has a test named after it (leak's bugs, each checked against its own formula)."""
+    reads = reference_reads(test_source)
+    tests = re.findall(r'^def (test_\w+)', test_source, re.M)
+    out = []
+    for flag, values in model_flags(model_source).items():
+        by_reference = flag in reads and re.search(rf'\b{flag}=', test_source)
+        by_name = values[1:] and all(any(v in t for t in tests) for v in values[1:])
+        if not (by_reference or by_name):
+            out.append(flag)
+    return out
+
+
+def undocumented_flags(model_source, config_md):
+    """The flags without a row of docs/config.md's model-key table (a row may name several: `norm`, `mlp`, ...)."""
+    table = config_md.split('## Model keys')[1].split('\n## ')[0]
+    named = {n for row in table.splitlines() if row.startswith('|') for n in re.findall(r'`(\w+)`', row.split('|')[1])}
+    return [f for f in model_flags(model_source) if f not in named]
+
+
+def variants_without_a_row(config_names, variants):
+    """The config stems configs/<stem>_<depth>.py (depth 3L, 6L, 8L, 2L, 124M, ...) that sweep.py's VARIANTS, with
+    its llama_/bb_/nd_ copies, has no row for: report.py would have no label or column for their runs."""
+    rows = set(sweep_py.with_prefixes([name for name, _, _ in variants]))
+    stems = {m[1] for f in config_names if (m := re.fullmatch(r'(\w+)_(\d+[LM])\.py', f))}
+    return sorted(stems - rows)
+
+
+def test_every_model_flag_has_a_test_of_its_math_and_a_docs_row():
+    """docs/adding_a_variant.md, steps 5 and 7: a new GPTConfig flag that the reference model does not compute (or
+    that no test sets), or that docs/config.md does not describe, fails here."""
+    model, tests, config_md = read('model.py'), read('tests/test_model.py'), read('docs/config.md')
+    assert {'attn', 'symmetric', 'gate', 'softmax1', 'leak', 'lambda_init_depth_offset'} <= set(model_flags(model))
+    assert untested_flags(model, tests) == []
+    assert undocumented_flags(model, config_md) == []
+
+
+def test_the_variant_checks_catch_a_flag_added_without_its_places():
+    """The QK-norm variant as it first went in: a field and a forward, no reference math, no docs row."""
+    model, tests, config_md = read('model.py'), read('tests/test_model.py'), read('docs/config.md')
+    with_flag = model.replace('    symmetric: bool = False', '    qk_norm: bool = False\n    symmetric: bool = False', 1)
+    assert untested_flags(with_flag, tests + '\ndef test_qk_norm_builds():\n    make(qk_norm=True)\n') == ['qk_norm']
+    assert undocumented_flags(with_flag, config_md) == ['qk_norm']
+    # the reference computes it and a test sets it; a row documents it
+    tested = tests.replace('def ref_norm(norm, x, cfg):', 'def ref_norm(norm, x, cfg):\n    cfg.qk_norm', 1)
+    assert untested_flags(with_flag, tested + '\nGRID += [dict(qk_norm=True)]\n') == []
+    assert undocumented_flags(with_flag, config_md.replace('| `symmetric` |', '| `qk_norm` | |\n| `symmetric` |')) == []
+    # a docs row lost, a leak value without its own test
+    assert undocumented_flags(model, config_md.replace('| `softmax1` |', '| softmax-1 |')) == ['softmax1']
+    assert untested_flags(model, tests.replace('def test_off_by_one_', 'def test_next_key_')) == ['leak']
+
+
+def test_every_variant_config_has_a_row_in_sweep_variants(monkeypatch):
+    """docs/adding_a_variant.md, step 10: configs/<variant>_<depth>.py without a row of sweep.py's VARIANTS (or of
+    its prefixed copies) fails here, and ablate.sh refuses to sweep it."""
+    configs = os.listdir(os.path.join(ROOT, 'configs'))
+    assert variants_without_a_row(configs, sweep_py.VARIANTS) == []
+    assert variants_without_a_row(configs + ['qk_norm_3L.py', 'llama_qk_norm_6L.py', 'needle_qk_norm.py'],
+                                  sweep_py.VARIANTS) == ['llama_qk_norm', 'qk_norm']
+    fewer = [row for row in sweep_py.VARIANTS if row[0] != 'gated_headwise']
+    assert variants_without_a_row(configs, fewer) == ['bb_gated_headwise']
+    # ablate.sh's check (sweep.py check and plan) refuses a variant that has configs but no row
+    monkeypatch.delitem(sweep_py.LABELS, 'gated')
+    with pytest.raises(sweep_py.Refused, match="'gated', which has configs but no row in sweep.py's VARIANTS"):
+        sweep_py.sweep_from_env(dict(PROFILE='cpu', VARIANTS='nanogpt gated'), [])
