@@ -451,9 +451,12 @@ def sweep_folders(base):
 
 def rerender_matches(folder, tmp):
     """Copy only the run folders' files (summary.json, log.jsonl, analyze.py's analysis.json and needle_eval.py's
-    needle_eval.json) to a fresh folder elsewhere, re-render there and compare byte for byte with
-    folder/results.md."""
+    needle_eval.json) and the sweep's backfilled provenance.json to a fresh folder elsewhere, re-render there and
+    compare byte for byte with folder/results.md."""
     copy = os.path.join(tmp, 'copy_of_' + os.path.basename(folder))
+    os.makedirs(copy)
+    if os.path.exists(os.path.join(folder, 'provenance.json')):
+        shutil.copy(os.path.join(folder, 'provenance.json'), copy)
     for name in sorted(os.listdir(folder), reverse=True):  # another creation order too
         if report.RUN_RE.match(name):
             os.makedirs(os.path.join(copy, name))
@@ -649,3 +652,43 @@ def test_a_table_of_runs_from_mixed_code_says_so(tmp_path):
     warning = report.markdown(report.load_runs(tmp_path)).split('**Warning: mixed code.**')[1].split('\n## ')[0]
     assert 'commits aaaaaaa (diff_3L_s1, nanogpt_3L_s1) / bbbbbbb (sym_3L_s1)' in warning
     assert 'uncommitted changes: sym_3L_s1' in warning
+
+
+def test_runs_of_other_machines_formats_or_superseded_numerics_are_named(tmp_path):
+    """A cell or a comparison whose runs differ in processor, number format or numerics is named at the top of
+    results.md: from summary.json's own `machine` and `dtype` where train.py wrote them, else from the sweep's
+    backfilled provenance.json; a run that predates a NUMERICS commit in a config it changes is named as of
+    superseded numerics (and no longer silently: the mixed-code warning fires on it)."""
+    def edit(name, **kw):
+        path = tmp_path / name / 'summary.json'
+        s = json.loads(path.read_text())
+        s.update(kw)
+        path.write_text(json.dumps(s))
+    for seed in (1, 2):
+        for i, v in enumerate(('nanogpt', 'diff', 'sym', 'diff_sym')):
+            make_run(tmp_path, f'{v}_3L_s{seed}', 1.5 + i / 10 + seed / 100)
+    for name in os.listdir(tmp_path):
+        edit(name, machine=dict(name='AMD EPYC 7551', threads=2), dtype='float32')
+    text = report.markdown(report.load_runs(tmp_path))
+    assert 'mixed processors' not in text and 'mixed code' not in text  # one machine, one format
+    edit('diff_sym_3L_s2', machine=dict(name='AMD EPYC 7551', gpu=dict(name='NVIDIA H200', capability=[9, 0])),
+         dtype='bfloat16')
+    warning = report.markdown(report.load_runs(tmp_path)).split('mixed processors')[1].split('\n## ')[0]
+    assert '- gpt+Diff+Sym 3L: float32 on AMD EPYC 7551 (s1); bfloat16 on NVIDIA H200 (s2)' in warning
+    assert 'gpt+Diff+Sym − gpt+Sym, 3L: A float32 on AMD EPYC 7551; B float32 on AMD EPYC 7551 / bfloat16 on ' \
+        'NVIDIA H200' in warning
+    assert 'gpt+Sym − nanogpt' not in warning  # both of one machine and format
+    # runs older than that record: the backfilled file, and the numerics it marks
+    (tmp_path / 'provenance.json').write_text(json.dumps({
+        'diff_3L_s1': dict(backfilled=True, machine='AMD EPYC Genoa', dtype='bfloat16', predates=['8b66842'],
+                           trained_at=None)}))
+    for name in os.listdir(tmp_path):
+        if name != 'provenance.json':
+            edit(name, machine=None, dtype='bfloat16')
+    text = report.markdown(report.load_runs(tmp_path))
+    assert 'trained before 8b66842' in text.split('mixed code')[1] and 'superseded numerics: diff_3L_s1' in text
+    assert '- gpt+Diff 3L: bfloat16 on AMD EPYC Genoa, before 8b66842 (s1); bfloat16 on unknown (s2)' in text
+    # a run with its own record: superseded where its commit predates the rule in a config the rule changes
+    assert report.NUMERICS[0][3](dict(attn='diff', leak='zero_future', dropout=0.2))
+    assert not report.NUMERICS[0][3](dict(attn='diff', leak='none', dropout=0.2))  # the fused path: always the rule
+    assert not report.NUMERICS[0][3](dict(attn='diff', leak='zero_future', dropout=0.0))  # nothing to drop
