@@ -692,3 +692,46 @@ def test_runs_of_other_machines_formats_or_superseded_numerics_are_named(tmp_pat
     assert report.NUMERICS[0][3](dict(attn='diff', leak='zero_future', dropout=0.2))
     assert not report.NUMERICS[0][3](dict(attn='diff', leak='none', dropout=0.2))  # the fused path: always the rule
     assert not report.NUMERICS[0][3](dict(attn='diff', leak='zero_future', dropout=0.0))  # nothing to drop
+
+
+def test_claims_pages_are_what_claims_py_renders():
+    """results/claims.md and the README's findings block are rendered from claims.py's TESTS and the committed runs:
+    a hand edit of a number or a verdict in either fails here (python claims.py renders them again)."""
+    import claims
+    claims._RUNS.clear()
+    md, readme = claims.render()
+    assert open(claims.CLAIMS_MD).read() == md, 'results/claims.md is not what claims.py renders'
+    assert open(claims.README).read() == readme, "README.md's findings are not what claims.py renders"
+
+
+def test_claims_verdict_rule(tmp_path, monkeypatch):
+    """The rule on synthetic rows: the interval decides only with 3+ paired seeds of current numerics; seeds without
+    the precondition are dropped, not counted; an absent folder or a run of superseded numerics is not measured."""
+    import claims
+    def row(diffs, predicts='<0', **kw):
+        r = dict(missing=False, superseded=[], seeds=list(range(1, len(diffs) + 1)), dropped=[], on=['x'],
+                 test=claims.Test(2, 'results/x', '3L', 'sym', 'diff_sym', 'val', predicts))
+        if len(diffs) >= 2:
+            r['stat'] = report.paired_t({i + 1: 0.0 for i in range(len(diffs))},
+                                        {i + 1: d for i, d in enumerate(diffs)})
+        r.update(kw)
+        return r
+    assert claims.verdict(row([-0.1, -0.12, -0.11])) == 'supported'
+    assert claims.verdict(row([0.1, 0.12, 0.11])) == 'contradicted'
+    assert claims.verdict(row([-0.1, 0.12, 0.01])) == 'within noise'
+    assert claims.verdict(row([-0.1, -0.11])) == 'too few seeds'  # even where the interval excludes 0
+    assert claims.verdict(row([0.1, 0.12, 0.11], 'not <0')) == 'supported'
+    assert claims.verdict(row([-0.1, 0.12, 0.01], 'not <0')) == 'within noise'
+    assert claims.verdict(row([-0.1, -0.12, -0.11], 'not <0')) == 'contradicted'
+    assert claims.verdict(row([-0.1, -0.12, -0.11], superseded=['8b66842'])).startswith('not measured')
+    assert claims.verdict(row([], seeds=[])) == 'not shown (precondition absent)'
+    # an absent folder renders as not measured instead of failing
+    r = claims.measure(claims.Test(2, 'results/no_such_sweep_h200', '3L', 'sym', 'diff_sym', 'val', '<0'))
+    assert r['missing'] and claims.verdict(r) == 'not measured under the current code'
+    assert claims.row_cells(r)[-1] == 'not measured under the current code'
+    # the precondition drops the baseline's seeds without a sink: on the committed Bigram-Backcopy runs, seed 2's
+    # layer 2 has first-token attention below 0.3
+    r = claims.measure(claims.Test(5, claims.BB, '2L', 'bb_nanogpt', 'bb_softmax1', 'first_token_L2', '<0', 'sink_L2',
+                                   halves=True))
+    assert r['dropped'] == [2] and r['seeds'] == [1, 3, 4, 5]
+    assert all(r['a'][s] > claims.SINK for s in r['seeds']) and r['a'][2] <= claims.SINK
