@@ -115,6 +115,7 @@ def load_runs(root):
         m = RUN_RE.match(name)
         if m and os.path.isdir(os.path.join(root, name)):
             found.append((m['variant'], m['depth'], int(m['seed']), name))
+    backfilled = read_provenance(root)
     runs = {}
     for variant, depth, seed, name in sorted(found):  # seed 2 before seed 10
         path = os.path.join(root, name)
@@ -132,7 +133,7 @@ def load_runs(root):
                 cell['same_seed'].append(name)
                 continue
             s.update(_dir=path, _name=name, _variant=variant, _depth=depth, _seed=trained,
-                     _log=read_log(os.path.join(path, 'log.jsonl')))
+                     _log=read_log(os.path.join(path, 'log.jsonl')), _prov=backfilled.get(name, {}))
             cell['ok'].append(s)
         elif os.path.exists(os.path.join(path, 'FAILED')):
             cell['failed'].append(str(seed))
@@ -145,6 +146,79 @@ def variant_key(v):
     """The seed's variants in its order, then ours, then anything else alphabetically."""
     known = SEED_VARIANTS + EXTRA_VARIANTS
     return (known.index(v), '') if v in known else (len(known), v)
+
+
+# ----------------------------------------------------------------------------- provenance
+
+# The commits that changed what a model computes, not only how fast or in which order: (commit, date, what changed,
+# which runs' configs it changes). A run trained before one, in a config it changes, is of superseded numerics: the
+# tables name it, and a claim resting on it renders no verdict (claims.py). Changes of summation order, thread count,
+# mask bits or speed (e.g. ea59eef's 16-bit dropout masks, 21de5f8's blocked CPU attention) draw other random numbers
+# from the same model and are not listed.
+NUMERICS = [
+    ('8b66842', '2026-11-26', "Diff's attention dropout: (drop(A1) − λ drop(A2)) V on every path; before it, the naive "
+     "path that every leak run takes dropped A1 − λA2 with one mask",
+     lambda c: c.get('attn') in ('diff', 'diffv2') and c.get('leak', 'none') != 'none' and c.get('dropout', 0) > 0),
+]
+
+
+def read_provenance(root):
+    """root/provenance.json: {run folder: entry} for runs older than summary.json's own record (machine, code),
+    backfilled by results/backfill_provenance.py; {} without one."""
+    path = os.path.join(root, 'provenance.json')
+    if not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        return json.load(f)
+
+
+def machine_label(m):
+    """A processor's name from summary.json's `machine` (hardware.cpu_info(), with the GPU's name on CUDA)."""
+    gpu = m.get('gpu')
+    if isinstance(gpu, dict) and gpu.get('name'):
+        return gpu['name']
+    return m.get('gpu_name') or (gpu if isinstance(gpu, str) and gpu else None) or m.get('name') or 'unknown'
+
+
+_ANCESTRY = {}
+
+
+def contains(commit, rule):
+    """Whether the code at `commit` includes commit `rule` (git merge-base --is-ancestor), None where git cannot
+    say (no commit recorded, a checkout without that history)."""
+    if not commit:
+        return None
+    if (commit, rule) not in _ANCESTRY:
+        import subprocess
+        try:
+            rc = subprocess.run(['git', 'merge-base', '--is-ancestor', rule, commit], capture_output=True,
+                                cwd=os.path.dirname(os.path.abspath(__file__)), timeout=30).returncode
+        except (OSError, subprocess.TimeoutExpired):
+            rc = 128
+        _ANCESTRY[(commit, rule)] = {0: True, 1: False}.get(rc)
+    return _ANCESTRY[(commit, rule)]
+
+
+def provenance(s):
+    """What a run was computed on: {'machine', 'dtype', 'commit' (the code it trained, or None), 'superseded' (the
+    NUMERICS commits it predates in a config they change), 'backfilled'}. From summary.json's own record where train.py
+    wrote one (`machine`, `code`, the resolved `dtype`), else from the sweep's backfilled provenance.json."""
+    p = s.get('_prov') or {}
+    commit = (s.get('code') or {}).get('commit') or p.get('trained_at')
+    if 'predates' in p:
+        superseded = list(p['predates'])
+    else:
+        superseded = [c for c, _, _, changes in NUMERICS if changes(s['config']) and contains(commit, c) is False]
+    return dict(machine=machine_label(s['machine']) if s.get('machine') else p.get('machine', 'unknown'),
+                dtype=s.get('dtype') or p.get('dtype') or 'unknown', commit=commit, superseded=superseded,
+                backfilled=not s.get('machine') and bool(p))
+
+
+def computed_on(s):
+    """'bfloat16 on <machine>', with ', before 8b66842' for superseded numerics: what may differ between runs that a
+    table sets side by side."""
+    p = provenance(s)
+    return f"{p['dtype']} on {p['machine']}" + ''.join(f', before {c}' for c in p['superseded'])
 
 
 def depth_key(d):
@@ -257,18 +331,47 @@ def mixed_code(ok):
     def names(ss):
         ss = sorted(ss, key=lambda s: s['_name'])
         return ', '.join(s['_name'] for s in ss[:3]) + (', ...' if len(ss) > 3 else '')
-    by_commit, dirty = {}, []
+    by_commit, dirty, superseded = {}, [], {}
     for s in ok:
-        code = s.get('code') or {}
-        if code.get('commit'):
-            by_commit.setdefault(code['commit'][:7], []).append(s)
+        code, p = s.get('code') or {}, provenance(s)
+        if p['commit']:
+            by_commit.setdefault(p['commit'][:7], []).append(s)
         if code.get('dirty'):
             dirty.append(s)
+        for c in p['superseded']:
+            superseded.setdefault(c, []).append(s)
     out = []
     if len(by_commit) > 1:
         out.append('commits ' + ' / '.join(f"{c} ({names(ss)})" for c, ss in sorted(by_commit.items())))
     if dirty:
         out.append(f"a tree with uncommitted changes: {names(dirty)}")
+    for c, date, what, _ in NUMERICS:
+        if c in superseded:
+            out.append(f"trained before {c} ({date}: {what}), so of superseded numerics: {names(superseded[c])}")
+    return out
+
+
+def mixed_machines(runs):
+    """Cells (variant, depth) and comparisons B − A whose runs differ in processor, number format or numerics
+    (computed_on). -> a line per such cell and comparison."""
+    def groups(ss):
+        by = {}
+        for s in ss:
+            by.setdefault(computed_on(s), []).append(f"s{s['_seed']}")
+        return by
+
+    out, cells = [], {}
+    for (v, d) in sorted(runs, key=lambda vd: (depth_key(vd[1]), variant_key(vd[0]))):
+        cells[(v, d)] = ok = finished(runs[(v, d)])
+        by = groups(ok)
+        if len(by) > 1:
+            out.append(f"{NAMES.get(v, v)} {d}: " + '; '.join(f"{k} ({', '.join(x)})" for k, x in by.items()))
+    pairs = list(dict.fromkeys(COMPARISONS + LAMBDA_PAIRS + DIAG_PAIRS + NEEDLE_PAIRS))
+    for d in sorted({d for _, d in runs}, key=depth_key):
+        for a, b in pairs:
+            ga, gb = (groups(cells.get((v, d), [])) for v in (a, b))
+            if ga and gb and len(set(ga) | set(gb)) > 1:
+                out.append(f"{NAMES.get(b, b)} − {NAMES.get(a, a)}, {d}: A {' / '.join(ga)}; B {' / '.join(gb)}")
     return out
 
 
@@ -682,8 +785,14 @@ def markdown(runs):
     code = mixed_code(ok)
     if code:
         parts += ['', '**Warning: mixed code.** These runs were not all trained by one committed version of the code '
-                  '(summary.json\'s `code`), so a difference between them may be the code\'s:', ''] + \
+                  '(summary.json\'s `code`, or the sweep\'s backfilled provenance.json), so a difference between them may be the code\'s:', ''] + \
                  [f'- {m}' for m in code]
+    machines = mixed_machines(runs)
+    if machines:
+        parts += ['', '**Warning: mixed processors, number formats or numerics.** These cells and comparisons set '
+                  'runs side by side that were computed differently (summary.json\'s `machine` and `dtype`, or the '
+                  'sweep\'s backfilled provenance.json), so a difference between them may be the machine\'s, the '
+                  'format\'s or the code\'s:', ''] + [f'- {m}' for m in machines]
     mixed = mixed_settings(ok)
     if mixed:
         parts += ['', '**Warning: mixed settings.** These runs differ in more than their seed, and the tables below '

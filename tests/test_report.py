@@ -451,9 +451,12 @@ def sweep_folders(base):
 
 def rerender_matches(folder, tmp):
     """Copy only the run folders' files (summary.json, log.jsonl, analyze.py's analysis.json and needle_eval.py's
-    needle_eval.json) to a fresh folder elsewhere, re-render there and compare byte for byte with
-    folder/results.md."""
+    needle_eval.json) and the sweep's backfilled provenance.json to a fresh folder elsewhere, re-render there and
+    compare byte for byte with folder/results.md."""
     copy = os.path.join(tmp, 'copy_of_' + os.path.basename(folder))
+    os.makedirs(copy)
+    if os.path.exists(os.path.join(folder, 'provenance.json')):
+        shutil.copy(os.path.join(folder, 'provenance.json'), copy)
     for name in sorted(os.listdir(folder), reverse=True):  # another creation order too
         if report.RUN_RE.match(name):
             os.makedirs(os.path.join(copy, name))
@@ -649,3 +652,86 @@ def test_a_table_of_runs_from_mixed_code_says_so(tmp_path):
     warning = report.markdown(report.load_runs(tmp_path)).split('**Warning: mixed code.**')[1].split('\n## ')[0]
     assert 'commits aaaaaaa (diff_3L_s1, nanogpt_3L_s1) / bbbbbbb (sym_3L_s1)' in warning
     assert 'uncommitted changes: sym_3L_s1' in warning
+
+
+def test_runs_of_other_machines_formats_or_superseded_numerics_are_named(tmp_path):
+    """A cell or a comparison whose runs differ in processor, number format or numerics is named at the top of
+    results.md: from summary.json's own `machine` and `dtype` where train.py wrote them, else from the sweep's
+    backfilled provenance.json; a run that predates a NUMERICS commit in a config it changes is named as of
+    superseded numerics (and no longer silently: the mixed-code warning fires on it)."""
+    def edit(name, **kw):
+        path = tmp_path / name / 'summary.json'
+        s = json.loads(path.read_text())
+        s.update(kw)
+        path.write_text(json.dumps(s))
+    for seed in (1, 2):
+        for i, v in enumerate(('nanogpt', 'diff', 'sym', 'diff_sym')):
+            make_run(tmp_path, f'{v}_3L_s{seed}', 1.5 + i / 10 + seed / 100)
+    for name in os.listdir(tmp_path):
+        edit(name, machine=dict(name='AMD EPYC 7551', threads=2), dtype='float32')
+    text = report.markdown(report.load_runs(tmp_path))
+    assert 'mixed processors' not in text and 'mixed code' not in text  # one machine, one format
+    edit('diff_sym_3L_s2', machine=dict(name='AMD EPYC 7551', gpu=dict(name='NVIDIA H200', capability=[9, 0])),
+         dtype='bfloat16')
+    warning = report.markdown(report.load_runs(tmp_path)).split('mixed processors')[1].split('\n## ')[0]
+    assert '- gpt+Diff+Sym 3L: float32 on AMD EPYC 7551 (s1); bfloat16 on NVIDIA H200 (s2)' in warning
+    assert 'gpt+Diff+Sym − gpt+Sym, 3L: A float32 on AMD EPYC 7551; B float32 on AMD EPYC 7551 / bfloat16 on ' \
+        'NVIDIA H200' in warning
+    assert 'gpt+Sym − nanogpt' not in warning  # both of one machine and format
+    # runs older than that record: the backfilled file, and the numerics it marks
+    (tmp_path / 'provenance.json').write_text(json.dumps({
+        'diff_3L_s1': dict(backfilled=True, machine='AMD EPYC Genoa', dtype='bfloat16', predates=['8b66842'],
+                           trained_at=None)}))
+    for name in os.listdir(tmp_path):
+        if name != 'provenance.json':
+            edit(name, machine=None, dtype='bfloat16')
+    text = report.markdown(report.load_runs(tmp_path))
+    assert 'trained before 8b66842' in text.split('mixed code')[1] and 'superseded numerics: diff_3L_s1' in text
+    assert '- gpt+Diff 3L: bfloat16 on AMD EPYC Genoa, before 8b66842 (s1); bfloat16 on unknown (s2)' in text
+    # a run with its own record: superseded where its commit predates the rule in a config the rule changes
+    assert report.NUMERICS[0][3](dict(attn='diff', leak='zero_future', dropout=0.2))
+    assert not report.NUMERICS[0][3](dict(attn='diff', leak='none', dropout=0.2))  # the fused path: always the rule
+    assert not report.NUMERICS[0][3](dict(attn='diff', leak='zero_future', dropout=0.0))  # nothing to drop
+
+
+def test_claims_pages_are_what_claims_py_renders():
+    """results/claims.md and the README's findings block are rendered from claims.py's TESTS and the committed runs:
+    a hand edit of a number or a verdict in either fails here (python claims.py renders them again)."""
+    import claims
+    claims._RUNS.clear()
+    md, readme = claims.render()
+    assert open(claims.CLAIMS_MD).read() == md, 'results/claims.md is not what claims.py renders'
+    assert open(claims.README).read() == readme, "README.md's findings are not what claims.py renders"
+
+
+def test_claims_verdict_rule(tmp_path, monkeypatch):
+    """The rule on synthetic rows: the interval decides only with 3+ paired seeds of current numerics; seeds without
+    the precondition are dropped, not counted; an absent folder or a run of superseded numerics is not measured."""
+    import claims
+    def row(diffs, predicts='<0', **kw):
+        r = dict(missing=False, superseded=[], seeds=list(range(1, len(diffs) + 1)), dropped=[], on=['x'],
+                 test=claims.Test(2, 'results/x', '3L', 'sym', 'diff_sym', 'val', predicts))
+        if len(diffs) >= 2:
+            r['stat'] = report.paired_t({i + 1: 0.0 for i in range(len(diffs))},
+                                        {i + 1: d for i, d in enumerate(diffs)})
+        r.update(kw)
+        return r
+    assert claims.verdict(row([-0.1, -0.12, -0.11])) == 'supported'
+    assert claims.verdict(row([0.1, 0.12, 0.11])) == 'contradicted'
+    assert claims.verdict(row([-0.1, 0.12, 0.01])) == 'within noise'
+    assert claims.verdict(row([-0.1, -0.11])) == 'too few seeds'  # even where the interval excludes 0
+    assert claims.verdict(row([0.1, 0.12, 0.11], 'not <0')) == 'supported'
+    assert claims.verdict(row([-0.1, 0.12, 0.01], 'not <0')) == 'within noise'
+    assert claims.verdict(row([-0.1, -0.12, -0.11], 'not <0')) == 'contradicted'
+    assert claims.verdict(row([-0.1, -0.12, -0.11], superseded=['8b66842'])).startswith('not measured')
+    assert claims.verdict(row([], seeds=[])) == 'not shown (precondition absent)'
+    # an absent folder renders as not measured instead of failing
+    r = claims.measure(claims.Test(2, 'results/no_such_sweep_h200', '3L', 'sym', 'diff_sym', 'val', '<0'))
+    assert r['missing'] and claims.verdict(r) == 'not measured under the current code'
+    assert claims.row_cells(r)[-1] == 'not measured under the current code'
+    # the precondition drops the baseline's seeds without a sink: on the committed Bigram-Backcopy runs, seed 2's
+    # layer 2 has first-token attention below 0.3
+    r = claims.measure(claims.Test(5, claims.BB, '2L', 'bb_nanogpt', 'bb_softmax1', 'first_token_L2', '<0', 'sink_L2',
+                                   halves=True))
+    assert r['dropped'] == [2] and r['seeds'] == [1, 3, 4, 5]
+    assert all(r['a'][s] > claims.SINK for s in r['seeds']) and r['a'][2] <= claims.SINK
