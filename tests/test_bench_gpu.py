@@ -5,12 +5,14 @@ import os
 import subprocess
 import sys
 import tarfile
+import time
 
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 import bench_gpu  # noqa: E402
+import gpu_queue  # noqa: E402
 import dataset  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures('one_thread')  # conftest.py: torch on one thread, here and in subprocesses
@@ -51,12 +53,64 @@ def test_a_step_without_the_time_it_needs_is_skipped_and_said(tmp_path):
     assert res['steps']['alone']['status'] == 'skipped' and 'it needs 60 s' in res['steps']['alone']['why']
 
 
-@pytest.mark.parametrize('job', sorted(bench_gpu.EVIDENCE))
-def test_each_evidence_job_runs_its_sweep_and_packs_its_small_files(tmp_path, job):
-    res = check('--evidence', job, out=tmp_path)
-    e = res['steps']['evidence']
-    depths = bench_gpu.EVIDENCE[job]['env']['DEPTHS'].split()  # the dry run: one seed and variant, every depth
-    assert e['status'] == 'ok' and e['finished_runs'] == len(depths) and len(e['packed']) == 1, e
-    with tarfile.open(tmp_path / e['packed'][0]) as tf:
+def test_the_queue_dry_run_runs_every_job_and_packs_its_runs_into_one_file(tmp_path):
+    """bench_gpu.py --next on the CPU: every job of the queue, shrunk to a seed and a variant a launch, runs and comes
+    back as one runs.tar.gz (a GPU loan returns at most 8 files, 2 folders down) that collect puts under results/."""
+    res = check('--next', '--budget', '1200', out=tmp_path)
+    q = res['steps']['queue']['queue']
+    assert [j['job'] for j in q] == [j.name for j in gpu_queue.pending()] and all(j['status'] == 'done' for j in q), q
+    assert all(j['finished'] and not j['unfinished'] for j in q)
+    files = sorted(os.listdir(tmp_path))
+    assert files == ['log.txt', 'queue.json', 'results.json', 'results.md', 'runs.tar.gz'], files
+    with tarfile.open(tmp_path / 'runs.tar.gz') as tf:
         names = tf.getnames()
-    assert any(n.endswith('/summary.json') for n in names) and not any(n.endswith('.pt') for n in names), names
+    runs = sorted(r for j in q for r in j['finished'])
+    assert sorted(n[len('results/'):-len('/summary.json')] for n in names if n.endswith('/summary.json')) == runs
+    assert not any(n.endswith('.pt') for n in names) and 'logs/sink_10_seeds.log' in names
+    assert all(f'results/{r}/analysis.json' in names for r in runs if r.startswith('bigram_backcopy_sink_gpu/'))
+    results = tmp_path / 'results_here'
+    copied, same = gpu_queue.collect(str(tmp_path), results=str(results), report=False)
+    assert sorted(copied) == runs and same == []
+    assert gpu_queue.collect(str(tmp_path), results=str(results), report=False) == ([], runs)  # again: no change
+
+
+def tiny_job(seeds='1 2'):
+    """One launch of two 2-step runs, one after the other (JOBS=1), on the CPU."""
+    return gpu_queue.Job('tiny', 'a test', 60, (gpu_queue.Launch(
+        'shakespeare_tiny', (('PROFILE', 'cpu_long'), ('SEEDS', seeds), ('DEPTHS', '3L'), ('VARIANTS', 'nanogpt'),
+                             ('JOBS', '1')), ()),))
+
+
+def test_a_job_cut_half_way_brings_back_its_finished_runs_and_the_next_call_runs_only_the_rest(tmp_path):
+    job = tiny_job()
+    out = tmp_path / 'out'
+    out.mkdir()
+    rec = gpu_queue.run_job(job, str(out), time.monotonic() + 600, extra=bench_gpu.DRY_SCHEDULE, cut_after=1)
+    assert rec['status'] == 'cut', rec
+    assert rec['finished'] == ['shakespeare_tiny/nanogpt_3L_s1'] and rec['unfinished'] == ['shakespeare_tiny/nanogpt_3L_s2']
+    results = tmp_path / 'results'
+    assert gpu_queue.missing(job, str(results)) == ['shakespeare_tiny/nanogpt_3L_s1', 'shakespeare_tiny/nanogpt_3L_s2']
+    gpu_queue.collect(str(out), results=str(results), report=False)
+    assert gpu_queue.missing(job, str(results)) == ['shakespeare_tiny/nanogpt_3L_s2']  # what the next call runs
+    summary = json.load(open(results / 'shakespeare_tiny' / 'nanogpt_3L_s1' / 'summary.json'))
+    assert summary['finished'] and summary['config']['seed'] == 1 and summary['machine']['cpu']['threads'] >= 1
+
+
+def test_collect_never_overwrites_a_different_run(tmp_path):
+    out, results = tmp_path / 'out', tmp_path / 'results'
+    run = out / 'results' / 'sweep' / 'nanogpt_3L_s1'
+    run.mkdir(parents=True)
+    (run / 'summary.json').write_text('{"final_val_loss": 1.5}')
+    held = results / 'sweep' / 'nanogpt_3L_s1'
+    held.mkdir(parents=True)
+    (held / 'summary.json').write_text('{"final_val_loss": 1.6}')
+    with pytest.raises(SystemExit, match='already holds a different run'):
+        gpu_queue.collect(str(out), results=str(results), report=False)
+    assert json.loads((held / 'summary.json').read_text())['final_val_loss'] == 1.6
+
+
+def test_the_queue_skips_the_runs_results_holds():
+    """The committed results decide what is pending: the third seed at 3L is in results/shakespeare_full."""
+    names = [j.name for j in gpu_queue.pending()]
+    assert 'seed3_full_3L' not in names and 'seed3_full_6L' in names
+    assert gpu_queue.missing(gpu_queue.QUEUE[0])  # the leak cells: none committed yet
