@@ -22,7 +22,8 @@ The steps (results/bench_gpu.md says what each measures and why):
   graph_tests  tests/test_cuda.py's CUDA graph and reduce-overhead tests: is the graphed step right?
   alone        one 3-layer run alone (the seed's schedule: bf16, dropout 0.2): eager, compiled, graphed, graphed +
                compiled; ms/step, tokens/s, MFU against the FLOP rate, and the floor over the step time
-  gpt2         the 124M config (nanogpt and diff): tokens/s, MFU and peak memory for a few steps
+  gpt2_nanogpt the 124M config, then gpt2_diff the paper's Diff layout at 124M, each its own step (a failure costs
+               only itself): tokens/s, MFU and peak memory for a few steps
   cuda_tests   the rest of tests/test_cuda.py
   jobs         several 3-layer runs at once (ablate.sh JOBS), if time is left
 """
@@ -45,12 +46,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 # (step, seconds it needs at least, seconds it may take at most), most important first
 STEPS = [('env', 10, 60), ('floor', 10, 60), ('graph_tests', 60, 220), ('alone', 60, 200), ('cuda_tests', 60, 200),
-         ('gpt2', 60, 180), ('jobs', 90, 240)]
+         ('gpt2_nanogpt', 60, 150), ('gpt2_diff', 60, 150), ('jobs', 90, 240)]
 
 # the seed's 3-layer model and schedule (configs/base_shakespeare_char.py, ablate.sh PROFILE=full)
 SEED_3L = dict(n_layer=3, n_head=8, n_embd=256, block_size=256, batch_size=32, vocab_size=65, bias=False, dropout=0.2)
 TINY = dict(n_layer=2, n_head=2, n_embd=32, block_size=32, batch_size=4, vocab_size=65, bias=False, dropout=0.2)
-# what --dry-run appends to every train.py command: tiny, on the CPU, fp32, eager
+# what --dry-run appends to every train.py command: tiny, on the CPU, fp32, eager but where the step compiles
 TINY_ARGS = ['--n_embd=32', '--n_head=2', '--block_size=32', '--batch_size=4', '--eval_iters=1', '--device=cpu',
              '--dtype=float32', '--compile=False']
 
@@ -164,7 +165,10 @@ class Step:
         """train.py in a process, into scratch/name; returns (returncode, output tail, run folder)."""
         out = os.path.join(self.scratch, name)
         shutil.rmtree(out, ignore_errors=True)
-        cmd = [sys.executable, 'train.py', *args, f'--out_dir={out}', *(TINY_ARGS if self.dry else [])]
+        tiny = TINY_ARGS if self.dry else []
+        if '--compile=True' in args:  # the dry run really compiles (Inductor on the CPU) where the step does
+            tiny = [a for a in tiny if a != '--compile=False']
+        cmd = [sys.executable, 'train.py', *args, f'--out_dir={out}', *tiny]
         p = subprocess.run(cmd, cwd=HERE, capture_output=True, text=True)
         print(f"$ {' '.join(cmd)}\n{p.stdout[-1500:]}{p.stderr[-1500:]}", flush=True)
         if check and p.returncode != 0:
@@ -192,10 +196,15 @@ def step_env(ctx):
     dev = 'cpu' if ctx.dry else device()
     from rundir import code_version
     code = code_version(untracked=False)  # the check's scratch files are not code
+    # the commit the tree's own git vouches for, never a claimed one: a device machine's copy of the tree may carry an
+    # older .git (the checks of 2026-11-26 named 1d3817f for newer trees), so carry the checkout's .git along
+    claimed = os.environ.get('BENCH_GPU_COMMIT')
+    commit = (code['commit'] or '')[:7] or None
+    if claimed and not (commit and code['commit'].startswith(claimed) and not code['dirty']):
+        raise RuntimeError(f"BENCH_GPU_COMMIT={claimed}, but this tree's git says {commit or 'nothing'}"
+                           f"{' with changes' if code['dirty'] else ''}: carry the checkout's .git with the tree")
     info = dict(torch=torch.__version__, cuda=torch.version.cuda, python=sys.version.split()[0], device=dev,
-                # BENCH_GPU_COMMIT first: a device machine's copy of the tree may carry an older .git
-                commit=os.environ.get('BENCH_GPU_COMMIT') or (code['commit'] or '')[:7] or None,
-                dirty=bool(code['dirty']))
+                commit=commit, dirty=bool(code['dirty']))
     if dev == 'cuda':
         p = torch.cuda.get_device_properties(0)
         info.update(gpu=p.name, memory_gib=round(p.total_memory / 2 ** 30, 1), sms=p.multi_processor_count,
@@ -302,6 +311,32 @@ def step_floor(ctx):
         out['run_5000_floor_s'] = round(run_s, 1)
         out['eval_share_of_run'] = round(21 * 400 * out['eval_floor_ms'] / 1e3 / run_s, 3)
     ctx.save(**out)
+    # every cell of the seed's table, counted the same way: the table's floor is the sum over its runs, each variant
+    # and depth at its own bytes and FLOPs (Diff's two maps and the cosine weights move more than nanogpt's)
+    cells = {}
+    for v in (SEED5.split()[:2] if ctx.dry else SEED5.split()):
+        for depth in (('3L',) if ctx.dry else ('3L', '6L', '8L')):
+            c = count_step(seed_model(v, depth, tiny=ctx.dry), dev, 'float32' if ctx.dry else 'bfloat16')
+            cell = dict(c, train_bytes_ms=round(1e3 * c['train_bytes'] / (bw * 1e9), 4) if bw else None,
+                        train_flops_ms=round(1e3 * c['train_flops'] / (rate * 1e12), 4) if rate else None,
+                        eval_bytes_ms=round(1e3 * c['eval_bytes'] / (bw * 1e9), 4) if bw else None,
+                        eval_flops_ms=round(1e3 * c['eval_flops'] / (rate * 1e12), 4) if rate else None)
+            if bw and rate:  # a 5000-step run: the larger bound of each part, 8,400 eval batches
+                cell['run_5000_floor_s'] = round(
+                    5000 * max(cell['train_bytes_ms'], cell['train_flops_ms']) / 1e3 +
+                    8400 * max(cell['eval_bytes_ms'], cell['eval_flops_ms']) / 1e3, 2)
+            cells[f'{v}_{depth}'] = cell
+            ctx.save(cells=cells)
+    if cells and all('run_5000_floor_s' in c for c in cells.values()):
+        ctx.save(table_45_floor_s=round(3 * sum(c['run_5000_floor_s'] for c in cells.values()), 1))
+
+
+def seed_model(variant, depth, tiny=False):
+    """configs/<variant>_<depth>.py's model at the seed's dropout 0.2 and batch, as count_step takes it."""
+    from config import MODEL_KEYS, parse_config
+    cfg = parse_config([f'configs/{variant}_{depth}.py', '--dropout=0.2'])
+    out = {k: cfg[k] for k in MODEL_KEYS} | dict(vocab_size=65, batch_size=cfg['batch_size'])
+    return out | ({k: TINY[k] for k in ('n_layer', 'n_head', 'n_embd', 'block_size', 'batch_size')} if tiny else {})
 
 
 def pytest_step(ctx, select):
@@ -365,7 +400,8 @@ def step_alone(ctx):
                               why=err.splitlines()[-1] if err else f'exit {rc}')
         else:
             s = json.load(open(os.path.join(out, 'summary.json')))
-            runs[name] = dict(windows(out), final_val_loss=s['final_val_loss'], wall_s=round(s['wall_time_s'], 1))
+            runs[name] = dict(windows(out), final_val_loss=s['final_val_loss'], wall_s=round(s['wall_time_s'], 1),
+                              compiled=s['compile'])
             if floor and runs[name].get('ms_per_iter'):
                 runs[name]['floor_over_step'] = round(floor / runs[name]['ms_per_iter'], 3)
         ctx.save(runs=runs)
@@ -373,25 +409,32 @@ def step_alone(ctx):
         ctx.save(status='failed')
 
 
-def step_gpt2(ctx):
-    """The 124M configs on random GPT-2 token ids (no network here): the step's speed, not a loss."""
+def gpt2_run(ctx, variant):
+    """One 124M config on random GPT-2 token ids (no network here): the step's speed, not a loss."""
     import numpy as np
     data = os.path.join(ctx.scratch, 'tokens')
-    os.makedirs(data, exist_ok=True)
-    rng = np.random.default_rng(0)
-    for split, n in (('train', 2_000_000), ('val', 200_000)):
-        rng.integers(0, 50257, n, dtype=np.uint16).tofile(os.path.join(data, f'{split}.bin'))
-    json.dump(dict(vocab_size=50304, tokenizer='gpt2'), open(os.path.join(data, 'meta.json'), 'w'))
+    if not os.path.exists(os.path.join(data, 'meta.json')):
+        os.makedirs(data, exist_ok=True)
+        rng = np.random.default_rng(0)
+        for split, n in (('train', 2_000_000), ('val', 200_000)):
+            rng.integers(0, 50257, n, dtype=np.uint16).tofile(os.path.join(data, f'{split}.bin'))
+        json.dump(dict(vocab_size=50304, tokenizer='gpt2'), open(os.path.join(data, 'meta.json'), 'w'))
     n = 4 if ctx.dry else 30
     args = [f'--dataset={data}', f'--max_iters={n}', f'--lr_decay_iters={n}', '--warmup_iters=2',
             f'--eval_interval={n}', '--eval_iters=2', f'--log_interval={2 if ctx.dry else 5}',
             '--gradient_accumulation_steps=4']
-    runs = {}
-    for v in ('diff', 'nanogpt'):
-        rc, err, out = ctx.train(f'gpt2_{v}', f'configs/{v}_124M.py', *args, *([] if ctx.dry else ['--compile=True']))
-        s = json.load(open(os.path.join(out, 'summary.json')))
-        runs[v] = dict(windows(out), peak_memory_mb=round(s['peak_memory_mb']), n_params=s['n_params'])
-        ctx.save(runs=runs)
+    rc, err, out = ctx.train(f'gpt2_{variant}', f'configs/{variant}_124M.py', *args,
+                             *([] if ctx.dry else ['--compile=True']))
+    s = json.load(open(os.path.join(out, 'summary.json')))
+    ctx.save(runs={variant: dict(windows(out), peak_memory_mb=round(s['peak_memory_mb']), n_params=s['n_params'])})
+
+
+def step_gpt2_nanogpt(ctx):
+    gpt2_run(ctx, 'nanogpt')
+
+
+def step_gpt2_diff(ctx):
+    gpt2_run(ctx, 'diff')
 
 
 def step_jobs(ctx):
@@ -485,12 +528,24 @@ def render(res):
                          f"{f['eval_floor_ms']} ms an eval batch ({f['eval_bound']}-bound); a 5000-step run of the "
                          f"seed's schedule {f['run_5000_floor_s']} s, evaluation {100 * f['eval_share_of_run']:.0f}% "
                          f"of it.")
+    if f.get('cells'):
+        lines += ['', "Every cell of the seed's table, counted the same way (ms: bytes at the copy's rate, FLOPs at the "
+                  "matmul's; the larger bounds a step):", '',
+                  '| cell | train GB | train GFLOP | bytes ms | FLOPs ms | eval bytes ms | 5000-step run floor s |',
+                  '|---|---|---|---|---|---|---|']
+        for k, c in f['cells'].items():
+            lines.append(f"| {k} | {c['train_bytes'] / 1e9:.3f} | {c['train_flops'] / 1e9:.1f} | "
+                         f"{c.get('train_bytes_ms')} | {c.get('train_flops_ms')} | {c.get('eval_bytes_ms')} | "
+                         f"{c.get('run_5000_floor_s', '')} |")
+        if f.get('table_45_floor_s'):
+            lines.append(f"\nThe 45-run table (these cells, 3 seeds): {f['table_45_floor_s']} s of floor.")
     for name in ('graph_tests', 'cuda_tests'):
         t = s.get(name, {})
         if t.get('summary'):
             lines += ['', f"**{name}**: {t['summary']}" + (f"; failed: {', '.join(t['failed'])}" if t['failed']
                                                             else '')]
-    for name, title in (('alone', 'One 3-layer run alone'), ('gpt2', '124M')):
+    for name, title in (('alone', 'One 3-layer run alone'), ('gpt2_nanogpt', '124M nanogpt'),
+                        ('gpt2_diff', "124M Diff (the paper's layout)")):
         runs = s.get(name, {}).get('runs')
         if runs:
             lines += ['', f'## {title}', '', '| run | ms/step | tokens/s | MFU (table peak) | floor / step | other |',

@@ -85,10 +85,26 @@ def seed3(depth):
                                         ('JOBS', '5')), GRAPHED),)
 
 
-# Estimates: a process's start (imports, CUDA context, data, the causality check, capture) about 15 s; a graphed
-# 3-layer step about 2 ms alone (Diff and 6-8 layers up to 2-3x that), runs at once sharing the GPU's time. The
-# leak cells: 81 runs of 500 steps, 18 at a time; the sink: 60 runs of 1000 tiny steps, 10 at a time, each then
-# analysed (about 10 s); seed 3 at the seed's schedule: 5 runs of 5000 steps and 8,400 eval batches each.
+def zero_future_full():
+    """The seed's schedule under zero_future (future scores 0 instead of -inf), the seed's five at 3 layers, three
+    seeds: the masking bug that gives the seed's ordering, at the seed's own schedule (a CPU run of it: seed 1 only,
+    results/shakespeare_full_leak_zero_future_cpu)."""
+    return (Launch('shakespeare_full_leak_zero_future', (('PROFILE', 'full'), ('LEAK', 'zero_future'), ('SEEDS', '1 2 3'),
+                                                         ('DEPTHS', '3L'), ('VARIANTS', SEED5), ('JOBS', '8')), GRAPHED),)
+
+
+def seed_pipeline(seed):
+    """The seed author's loop as far as it is published (PROFILE=seed_pipeline: 35,000 steps, constant lr 3e-4,
+    dropout 0.1, plain Adam), the seed's five at 3 layers, one seed."""
+    return (Launch('shakespeare_seed_pipeline', (('PROFILE', 'seed_pipeline'), ('SEEDS', str(seed)), ('DEPTHS', '3L'),
+                                                 ('VARIANTS', SEED5), ('JOBS', '5')), GRAPHED),)
+
+
+# Estimates, wall seconds of the whole job. Measured on one H200 at 6cb9fa0 (results/gpu_check/2026-11-27_h200_6cb9fa0):
+# the leak cells 261 s (81 runs of 500 steps, 18 at a time), the sink 193 s (60 runs of 1000 2-layer steps, 10 at a
+# time, each analysed), seed 3 at 3L 143 s (5 runs of 5000 steps at once: 71-126 s each). The rest scaled from
+# those: 6L moves about 1.9x the bytes of 3L and 8L 2.6x (results/bench_gpu.md), and seed_pipeline is 7x the
+# steps of the full schedule with a fifteenth of its eval batches. An H100's memory is 0.7x as fast: the margins.
 QUEUE = (
     Job('leak_cells_dropout0.2', "rows 2-4 under the masking bugs at the seed's dropout, one rule and format, 3 seeds",
         300, leak_cells()),
@@ -97,6 +113,12 @@ QUEUE = (
     Job('seed3_full_3L', "rows 1-4 at the seed's schedule: a third seed, 3 layers", 200, seed3('3L')),
     Job('seed3_full_6L', "rows 1-4 at the seed's schedule: a third seed, 6 layers", 300, seed3('6L')),
     Job('seed3_full_8L', "rows 1-4 at the seed's schedule: a third seed, 8 layers", 400, seed3('8L')),
+    Job('zero_future_full_3L', "rows 2-4 under zero_future at the seed's schedule, 3 layers, 3 seeds", 450,
+        zero_future_full()),
+    Job('seed_pipeline_s1', "the seed's losses as losses on trained-on text (the author's loop), seed 1", 500,
+        seed_pipeline(1)),
+    Job('seed_pipeline_s2', "the seed's losses as losses on trained-on text (the author's loop), seed 2", 500,
+        seed_pipeline(2)),
 )
 
 

@@ -710,7 +710,7 @@ def test_claims_verdict_rule(tmp_path, monkeypatch):
     import claims
     def row(diffs, predicts='<0', **kw):
         r = dict(missing=False, superseded=[], seeds=list(range(1, len(diffs) + 1)), dropped=[], on=['x'],
-                 test=claims.Test(2, 'results/x', '3L', 'sym', 'diff_sym', 'val', predicts))
+                 test=claims.Test(2, 'results/<x>', '3L', 'sym', 'diff_sym', 'val', predicts))
         if len(diffs) >= 2:
             r['stat'] = report.paired_t({i + 1: 0.0 for i in range(len(diffs))},
                                         {i + 1: d for i, d in enumerate(diffs)})
@@ -726,7 +726,7 @@ def test_claims_verdict_rule(tmp_path, monkeypatch):
     assert claims.verdict(row([-0.1, -0.12, -0.11], superseded=['8b66842'])).startswith('not measured')
     assert claims.verdict(row([], seeds=[])) == 'not shown (precondition absent)'
     # an absent folder renders as not measured instead of failing
-    r = claims.measure(claims.Test(2, 'results/no_such_sweep_h200', '3L', 'sym', 'diff_sym', 'val', '<0'))
+    r = claims.measure(claims.Test(2, 'results/<an absent sweep>', '3L', 'sym', 'diff_sym', 'val', '<0'))
     assert r['missing'] and claims.verdict(r) == 'not measured under the current code'
     assert claims.row_cells(r)[-1] == 'not measured under the current code'
     # the precondition drops the baseline's seeds without a sink: on the committed Bigram-Backcopy runs, seed 2's
