@@ -1,6 +1,6 @@
 """
 The seed notes' claims as data, one verdict rule, and the two pages rendered from them and the committed runs:
-results/claims.md (whole) and the README's findings (between its findings markers).
+results/claims.md (whole) and README's "What we found" (between its findings markers).
 
   python claims.py            # renders both from the runs under results/
   python claims.py --check    # exit 1, naming the file, where either differs from its render (tests do the same)
@@ -22,7 +22,7 @@ from sweep import VARIANTS
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CLAIMS_MD = os.path.join(HERE, 'results', 'claims.md')
-README = os.path.join(HERE, 'README.md')
+README_MD = os.path.join(HERE, 'README.md')
 START, END = '<!-- findings:start -->', '<!-- findings:end -->'
 
 # ----------------------------------------------------------------------------- the claims
@@ -88,7 +88,7 @@ class Test:
     needs: str = ''   # NEEDS: A's seeds without it are dropped
     halves: bool = False  # also count the seeds where B <= A / 2 (a claim of "halves")
     worst: bool = False   # also count the seeds where B is the highest of the seed's five variants
-    readme: bool = False  # a row of the README's findings table too
+    readme: bool = False  # a row of README's "What we found" table too
 
 
 CPU, GPU = 'results/shakespeare_cpu_long', 'results/shakespeare_full'
@@ -158,7 +158,7 @@ TESTS = [
     Test(7, ND, '2L', 'nd_nanogpt', 'nd_diff', 'unrelated_share', '<0', readme=True),
 ]
 
-# the README's variant table: the causal sweeps it reads (folder, depth, what the column is)
+# README's "What we found", its variant table: the causal sweeps it reads (folder, depth, what the column is)
 VARIANT_SWEEPS = [(CPU, '3L'), (GPU, '3L')]
 
 # ----------------------------------------------------------------------------- the verdict rule
@@ -394,7 +394,7 @@ def variant_table():
 
 
 def findings(results):
-    """The README's block between the markers."""
+    """README's "What we found": the block between the markers."""
     rows = ['| claim | runs | B − A [95% interval] (seeds) | verdict |', '|---|---|---|---|']
     for r in results:
         t = r['test']
@@ -420,12 +420,12 @@ def findings(results):
 
 
 def render():
-    """(claims.md's text, README's text with the block between the markers rendered)."""
+    """(claims.md's text, README's "What we found" rendered between the markers)."""
     results = [measure(t) for t in TESTS]
-    with open(README) as f:
+    with open(README_MD) as f:
         readme = f.read()
     if START not in readme or END not in readme:
-        raise SystemExit(f"claims.py: README.md has no {START} ... {END} block to render into")
+        raise SystemExit(f"claims.py: README's \"What we found\" has no {START} ... {END} block to render into")
     head, rest = readme.split(START, 1)
     readme = head + findings(results) + rest.split(END, 1)[1]
     return claims_md(results), readme
@@ -435,7 +435,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0].strip())
     ap.add_argument('--check', action='store_true', help='write nothing; exit 1 where a page differs from its render')
     args = ap.parse_args()
-    pages = dict(zip((CLAIMS_MD, README), render()))
+    pages = dict(zip((CLAIMS_MD, README_MD), render()))
     stale = []
     for path, text in pages.items():
         with open(path) as f:

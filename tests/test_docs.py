@@ -49,7 +49,8 @@ PATH = re.compile(r'(?<![\w/.])((?:docs|results)/[\w./-]*[\w/]|README\.md)(?![<{
 SECTION = re.compile(r'(README(?:\.md)?|(?:docs|results)/[\w./-]+\.md)(?:\'s|,)\s+(?:#\s*)?\\?"([^"\\]+)\\?"')
 # README on its own: a pointer that names no section, which a moved section leaves stale unnoticed. Another
 # project's README ("microsoft/unilm's README") is a citation, not a pointer
-BARE_README = re.compile(r'(?<![\w/.-]\'s )README(?!(?:\.md)?(?:\'s|,)\s+(?:#\s*)?\\?")')
+# README as a word in prose (not a name such as README_MD, nor the path 'README.md' in quotes, which code opens)
+BARE_README = re.compile(r'(?<![\w/.\'"-])(?<![\w/.-]\'s )README(?!\w)(?!(?:\.md)?(?:\'s|,)\s+(?:#\s*)?\\?")')
 
 
 def elsewhere(before):

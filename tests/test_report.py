@@ -695,13 +695,13 @@ def test_runs_of_other_machines_formats_or_superseded_numerics_are_named(tmp_pat
 
 
 def test_claims_pages_are_what_claims_py_renders():
-    """results/claims.md and the README's findings block are rendered from claims.py's TESTS and the committed runs:
+    """results/claims.md and README's "What we found" block are rendered from claims.py's TESTS and the committed runs:
     a hand edit of a number or a verdict in either fails here (python claims.py renders them again)."""
     import claims
     claims._RUNS.clear()
     md, readme = claims.render()
     assert open(claims.CLAIMS_MD).read() == md, 'results/claims.md is not what claims.py renders'
-    assert open(claims.README).read() == readme, "README.md's findings are not what claims.py renders"
+    assert open(claims.README_MD).read() == readme, "README.md's \"What we found\" is not what claims.py renders"
 
 
 def test_claims_verdict_rule(tmp_path, monkeypatch):
