@@ -248,10 +248,10 @@ def ceilings(dev, small=False):
 
 
 def count_step(cfg, dev, dtype):
-    """FLOPs (model.flops_per_token) and the bytes the eager kernels read and write, for one training step (forward,
-    backward, fused AdamW) and one eval forward of a GPT of cfg. Bytes: every aten op's tensor inputs and outputs,
-    views excluded; a fused kernel (compile) moves less, so this is the floor of the eager step, an upper bound on
-    what a fused step must move."""
+    """FLOPs (model.flops_per_token) and the bytes the eager kernels read and write, for one training step (train.step:
+    forward, backward, clipping, fused AdamW) and one eval forward of a GPT of cfg. Bytes: every aten op's tensor
+    inputs and outputs, views excluded; a fused kernel (compile) moves less, so this bounds the eager step, an upper
+    bound on what a fused step must move."""
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_flatten
@@ -277,15 +277,12 @@ def count_step(cfg, dev, dtype):
     opt = model.configure_optimizers(0.1, 3e-4, (0.9, 0.99))
     x = torch.randint(cfg['vocab_size'], (B, T), device=dev)
     ac = autocast_context(dtype, torch.device(dev).type)
+    from train import step  # the trainer's one step, counted as it runs (a benchmark of the trainer, not a tool)
+    scaler = torch.amp.GradScaler(enabled=False)
     for _ in range(2):  # AdamW's state exists from the second step on: count that one
         mode = Bytes()
         with mode:
-            with ac:
-                loss = model(x, x)[1]
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+            step(model, opt, scaler, [(x, x)], 1, 1.0, ac)
     train_bytes = mode.n
     model.eval()
     mode = Bytes()
