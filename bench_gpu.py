@@ -473,8 +473,9 @@ def step_queue(ctx):
                              why=f"{left:.0f} s left, its estimate is {job.estimate_s} s"))
         else:
             deadline = time.monotonic() + left
-            done.append(gpu_queue.run_job(job, ctx.args.out, deadline, scratch=ctx.scratch, cut_after=ctx.args.cut_after,
-                                          extra=DRY_SCHEDULE if ctx.dry else (), shrink=shrink if ctx.dry else None))
+            done.append(gpu_queue.run_job(job, ctx.args.out, deadline, scratch=ctx.scratch,
+                                          cut_after=ctx.args.cut_after, extra=DRY_SCHEDULE if ctx.dry else (),
+                                          shrink=shrink if ctx.dry else None))
         ctx.save(queue=done)
         write_json(os.path.join(ctx.args.out, 'queue.json'), dict(env=ctx.env, jobs=done))
     ctx.save(status='ok' if all(j['status'] in ('done', 'skipped', 'cut') for j in done) else 'failed')

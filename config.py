@@ -130,9 +130,10 @@ def parse_config(argv):
         full = os.path.join(os.path.dirname(path), name)
         if not os.path.isfile(full):
             line = next((f.lineno for f in reversed(traceback.extract_stack()) if f.filename == path), None)
-            raise IncludeError(f"config file {path}{f', line {line}' if line else ''}: include({name!r}) finds no {full}; an include's path "
-                               f"is relative to the including file's folder ({os.path.dirname(path) or '.'}), not to "
-                               f"where train.py runs{include_hint(path, name)}")
+            where = f"config file {path}" + (f", line {line}" if line else '')
+            raise IncludeError(f"{where}: include({name!r}) finds no {full}; an include's path is relative to the "
+                               f"including file's folder ({os.path.dirname(path) or '.'}), not to where train.py runs"
+                               f"{include_hint(path, name)}")
         run_file(full, ns)
 
     if any(arg in ('-h', '--help') for arg in argv):

@@ -89,8 +89,9 @@ def zero_future_full():
     """The seed's schedule under zero_future (future scores 0 instead of -inf), the seed's five at 3 layers, three
     seeds: the masking bug that gives the seed's ordering, at the seed's own schedule (a CPU run of it: seed 1 only,
     results/shakespeare_full_leak_zero_future_cpu)."""
-    return (Launch('shakespeare_full_leak_zero_future', (('PROFILE', 'full'), ('LEAK', 'zero_future'), ('SEEDS', '1 2 3'),
-                                                         ('DEPTHS', '3L'), ('VARIANTS', SEED5), ('JOBS', '8')), GRAPHED),)
+    env = (('PROFILE', 'full'), ('LEAK', 'zero_future'), ('SEEDS', '1 2 3'), ('DEPTHS', '3L'), ('VARIANTS', SEED5),
+           ('JOBS', '8'))
+    return (Launch('shakespeare_full_leak_zero_future', env, GRAPHED),)
 
 
 def seed_pipeline(seed):
@@ -318,7 +319,8 @@ def main(argv):
     if argv[:1] == ['list']:
         for job in QUEUE:
             n = sum(len(runs_of(lc, RESULTS)) for lc in job.launches)
-            print(f"{job.name:24s} {n - len(missing(job)):3d}/{n:<3d} runs held, about {job.estimate_s:4d} s: {job.why}")
+            print(f"{job.name:24s} {n - len(missing(job)):3d}/{n:<3d} runs held, about {job.estimate_s:4d} s: "
+                  f"{job.why}")
         return 0
     if argv[:1] == ['collect'] and len(argv) == 2:
         copied, same = collect(argv[1])

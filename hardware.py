@@ -36,7 +36,7 @@ def machine(device):
     """What a run ran on, for summary.json: the host processor (cpu_info) and, on CUDA, the GPU's name, memory and
     compute capability. With the commit and the dtype actually used, it says whether two runs' numbers may sit in one
     cell (report.py marks cells that mix processors or number formats)."""
-    out = dict(cpu=cpu_info(), torch=torch.__version__)
+    out = dict(cpu=cpu_info())  # torch's version: summary.json's torch_version
     if torch.device(device).type == 'cuda':
         p = torch.cuda.get_device_properties(torch.device(device))
         out.update(gpu=p.name, gpu_memory_gib=round(p.total_memory / 2 ** 30, 1), capability=f"{p.major}.{p.minor}",
@@ -126,27 +126,31 @@ GPU_PEAK_FLOPS = {  # dense bf16/fp16 tensor-core peaks, FLOP/s
 }
 
 
-def peak_flops(device, dtype):
-    """The device's peak FLOP/s for this dtype, MFU's denominator: the dense bf16/fp16 datasheet figure of a known GPU
-    (TF32's, half of it, for float32), or on a CPU this machine's matmul peak, timed once and cached (cpu_peak)."""
+def peak(device, dtype):
+    """(the device's peak FLOP/s for this dtype, where the figure comes from), MFU's denominator and its source for the
+    log and summary.json: the dense bf16/fp16 datasheet figure of a known GPU (TF32's, half of it, for float32), or
+    on a CPU this machine's matmul peak, timed once and cached (cpu_peak); (None, None) where neither is known."""
     if device.startswith('cuda'):
         name = torch.cuda.get_device_name(device)
-        peak = next((v for k, v in GPU_PEAK_FLOPS.items() if k in name), None)
-        return peak if dtype != 'float32' or peak is None else peak / 2  # TF32 is half the bf16 rate
-    return cpu_peak(dtype)['flops'] if device == 'cpu' else None
-
-
-def peak_source(device, dtype):
-    """Where peak_flops's figure comes from, for the log and summary.json."""
-    if device.startswith('cuda'):
-        return f"the {torch.cuda.get_device_name(device)} datasheet's dense {'TF32' if dtype == 'float32' else dtype}"
+        flops = next((v for k, v in GPU_PEAK_FLOPS.items() if k in name), None)
+        if flops is None:
+            return None, None
+        if dtype == 'float32':
+            return flops / 2, f"the {name} datasheet's dense TF32"  # TF32 is half the bf16 rate
+        return flops, f"the {name} datasheet's dense {dtype}"
     if device != 'cpu':
-        return None
+        return None, None
     entry = cpu_peak(dtype)
     what = f"this CPU's {dtype} matmul peak on {entry['threads']} threads"
     if 'unkept' in entry:
-        return f"{what}, timed at this start ({cpu_peak_path()} could not be written: {entry['unkept']})"
-    return f"{what}, timed once on {entry['measured']} and kept in {cpu_peak_path()} (delete it to time again)"
+        return entry['flops'], f"{what}, timed at this start ({cpu_peak_path()} could not be written: {entry['unkept']})"
+    return entry['flops'], (f"{what}, timed once on {entry['measured']} and kept in {cpu_peak_path()} (delete it to "
+                            f"time again)")
+
+
+def peak_flops(device, dtype):
+    """peak()'s figure alone."""
+    return peak(device, dtype)[0]
 
 
 def cpu_peak_path():

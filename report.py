@@ -173,11 +173,13 @@ def read_provenance(root):
 
 
 def machine_label(m):
-    """A processor's name from summary.json's `machine` (hardware.cpu_info(), with the GPU's name on CUDA)."""
-    gpu = m.get('gpu')
-    if isinstance(gpu, dict) and gpu.get('name'):
-        return gpu['name']
-    return m.get('gpu_name') or (gpu if isinstance(gpu, str) and gpu else None) or m.get('name') or 'unknown'
+    """The processor of summary.json's `machine` (hardware.machine): the GPU's name on CUDA, else the CPU's name with
+    its family and model (one name, "AMD EPYC", covers processors with and without bf16 units)."""
+    if m.get('gpu'):
+        return m['gpu']
+    cpu = m.get('cpu') or {}
+    name = cpu.get('name') or 'unknown CPU'
+    return f"{name} (family {cpu['family']}, model {cpu['model']})" if cpu.get('family') else name
 
 
 _ANCESTRY = {}
@@ -785,7 +787,8 @@ def markdown(runs):
     code = mixed_code(ok)
     if code:
         parts += ['', '**Warning: mixed code.** These runs were not all trained by one committed version of the code '
-                  '(summary.json\'s `code`, or the sweep\'s backfilled provenance.json), so a difference between them may be the code\'s:', ''] + \
+                  '(summary.json\'s `code`, or the sweep\'s backfilled provenance.json), so a difference between '
+                  'them may be the code\'s:', ''] + \
                  [f'- {m}' for m in code]
     machines = mixed_machines(runs)
     if machines:

@@ -12,7 +12,7 @@ import sys
 import time
 
 from dataset import ensure_data
-from hardware import peak_flops, peak_source
+from hardware import peak
 from output import atomic_write, duration, lock_at, read_log_lines
 
 try:
@@ -247,8 +247,7 @@ class Throughput:
             self.peak = before['peak_flops']
             self.peak_source = before.get('peak_source') or "stated at the run's first start"
         elif env.master:
-            self.peak = peak_flops(env.device, env.dtype)
-            self.peak_source = peak_source(env.device, env.dtype) if self.peak else None
+            self.peak, self.peak_source = peak(env.device, env.dtype)
 
     def start(self, before=None):
         """before: ckpt.pt's 'timing', the totals of the processes that trained this run earlier, so that a

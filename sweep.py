@@ -127,11 +127,12 @@ PROFILES = dict(
     # the configs (configs/nd_*_2L.py) hold the schedule, about 2 minutes a run on one CPU core
     retrieval=Profile('', '2L', 'nanogpt diff sym diff_sym gated softmax1', data='needle_distractors', prefix='nd_',
                       records=True, analyzer='needle_eval.py', analysis='needle_eval.json'),
-    # the seed author's loop as far as it is published (results/seed_table_explained.md, commit bcebcfa, 2026-11-24): as many
-    # windows as one epoch over every stride-1 window of the whole text at batch 32 (35,000 steps, ~280 passes over
-    # the train split), lr 3e-4, dropout 0.1. Assumed where unpublished: a constant lr and plain Adam (no weight
-    # decay, beta2 0.999, no clipping), as a generated training loop has them. Its losses on the training text
-    # (report.py's "train (eval)") go beside the seed's table; a GPU job, about 16 hours a 3-layer run on a CPU core
+    # the seed author's loop as far as it is published (results/seed_table_explained.md, commit bcebcfa,
+    # 2026-11-24): as many windows as one epoch over every stride-1 window of the whole text at batch 32 (35,000
+    # steps, ~280 passes over the train split), lr 3e-4, dropout 0.1. Assumed where unpublished: a constant lr and
+    # plain Adam (no weight decay, beta2 0.999, no clipping), as a generated training loop has them. Its losses on
+    # the training text (report.py's "train (eval)") go beside the seed's table; a GPU job, about 16 hours a 3-layer
+    # run on a CPU core
     seed_pipeline=Profile('--max_iters=35000 --decay_lr=False --learning_rate=3e-4 --weight_decay=0.0 --beta2=0.999 '
                           '--grad_clip=0.0 --dropout=0.1 --eval_interval=2500 --eval_iters=200 --log_interval=10',
                           '3L 6L 8L'),

@@ -253,7 +253,7 @@ def test_a_cpus_mfu_peak_is_timed_once_per_machine_and_named(tmp_path, monkeypat
     monkeypatch.setenv('XDG_CACHE_HOME', str(tmp_path / 'cache'))
     timed = []
     monkeypatch.setattr(hardware, 'time_matmul', lambda dtype: timed.append(dtype) or 1e11 * len(timed))
-    monkeypatch.setattr(rundir, 'peak_flops', hardware.peak_flops)  # not the module's once-timed peak (conftest)
+    monkeypatch.setattr(rundir, 'peak', hardware.peak)  # not the module's once-timed peak (conftest)
     assert hardware.peak_flops('cpu', 'float32') == hardware.peak_flops('cpu', 'float32') == 1e11
     assert timed == ['float32']
     threads = torch.get_num_threads()

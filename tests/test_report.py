@@ -735,3 +735,14 @@ def test_claims_verdict_rule(tmp_path, monkeypatch):
                                    halves=True))
     assert r['dropped'] == [2] and r['seeds'] == [1, 3, 4, 5]
     assert all(r['a'][s] > claims.SINK for s in r['seeds']) and r['a'][2] <= claims.SINK
+
+
+def test_machine_label_reads_what_train_py_records():
+    """summary.json's `machine` is hardware.machine(): the GPU's name on CUDA, else the CPU's name with its family and
+    model (an "AMD EPYC" alone does not say whether it has bf16 units)."""
+    import hardware
+    here = hardware.machine('cpu')
+    assert report.machine_label(here).startswith(here['cpu']['name'] or 'unknown CPU')
+    cpu = dict(name='AMD EPYC', family='25', model='1')
+    assert report.machine_label(dict(cpu=cpu)) == 'AMD EPYC (family 25, model 1)'
+    assert report.machine_label(dict(cpu=cpu, gpu='NVIDIA H200')) == 'NVIDIA H200'

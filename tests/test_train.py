@@ -457,8 +457,8 @@ def test_ddp_two_processes_equal_one_with_double_accumulation(tmp_path, monkeypa
     # one thread as each rank (OMP_NUM_THREADS=1)
     stub = tmp_path / 'train_stub_peak.py'
     stub.write_text(f"import sys\nsys.path.insert(0, {ROOT!r})\nimport rundir, train\n"
-                    f"rundir.peak_flops = lambda device, dtype: 1e12\nsys.exit(train.main(sys.argv[1:]))\n")
-    monkeypatch.setattr(rundir, 'peak_flops', lambda device, dtype: 1e12)
+                    f"rundir.peak = lambda device, dtype: (1e12, 'a stub')\nsys.exit(train.main(sys.argv[1:]))\n")
+    monkeypatch.setattr(rundir, 'peak', lambda device, dtype: (1e12, 'a stub'))
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
