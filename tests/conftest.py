@@ -1,5 +1,5 @@
-"""Fixtures shared by test files that ask for them (pytestmark = pytest.mark.usefixtures(...)); nothing here applies
-to a file that does not."""
+"""Fixtures shared by test files that ask for them (pytestmark = pytest.mark.usefixtures(...)); one applies to every
+test, own_cache, so that no test writes the user's files outside the repository."""
 import functools
 import json
 import os
@@ -10,6 +10,22 @@ import pytest
 import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope='session', autouse=True)
+def own_cache(tmp_path_factory):
+    """Every test, and every process it starts, with a cache folder of the session's (XDG_CACHE_HOME): a CPU peak that
+    a training run times under the tests' load (hardware.cpu_peak) never lands in the user's ~/.cache, where every
+    later run would measure its MFU against it."""
+    cache = os.environ.get('XDG_CACHE_HOME')
+    os.environ['XDG_CACHE_HOME'] = str(tmp_path_factory.mktemp('xdg_cache'))
+    try:
+        yield
+    finally:
+        if cache is None:
+            os.environ.pop('XDG_CACHE_HOME', None)
+        else:
+            os.environ['XDG_CACHE_HOME'] = cache
 
 
 @pytest.fixture(scope='module')
