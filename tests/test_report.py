@@ -668,11 +668,11 @@ def test_runs_of_other_machines_formats_or_superseded_numerics_are_named(tmp_pat
         for i, v in enumerate(('nanogpt', 'diff', 'sym', 'diff_sym')):
             make_run(tmp_path, f'{v}_3L_s{seed}', 1.5 + i / 10 + seed / 100)
     for name in os.listdir(tmp_path):
-        edit(name, machine=dict(name='AMD EPYC 7551', threads=2), dtype='float32')
+        edit(name, machine=dict(cpu=dict(name='AMD EPYC 7551', threads=2)), dtype='float32')  # hardware.machine()
     text = report.markdown(report.load_runs(tmp_path))
     assert 'mixed processors' not in text and 'mixed code' not in text  # one machine, one format
-    edit('diff_sym_3L_s2', machine=dict(name='AMD EPYC 7551', gpu=dict(name='NVIDIA H200', capability=[9, 0])),
-         dtype='bfloat16')
+    edit('diff_sym_3L_s2', machine=dict(cpu=dict(name='AMD EPYC 7551', threads=2), gpu='NVIDIA H200',
+                                        capability='9.0'), dtype='bfloat16')
     warning = report.markdown(report.load_runs(tmp_path)).split('mixed processors')[1].split('\n## ')[0]
     assert '- gpt+Diff+Sym 3L: float32 on AMD EPYC 7551 (s1); bfloat16 on NVIDIA H200 (s2)' in warning
     assert 'gpt+Diff+Sym − gpt+Sym, 3L: A float32 on AMD EPYC 7551; B float32 on AMD EPYC 7551 / bfloat16 on ' \
