@@ -236,8 +236,8 @@ class Throughput:
 
     def __init__(self, cfg, env, model, before=None):
         """before: ckpt.pt's 'timing' on resume. MFU's peak is stated once for the run and kept across its resumes on
-        the same kind of device: a GPU's datasheet figure, or a CPU's matmul peak timed once per machine (timed anew
-        at each start, a CPU's peak moved one run's MFU from 23% to 50%); peak_source says which."""
+        the same kind of device: a GPU's datasheet figure, or the highest CPU matmul peak timed on this machine
+        (hardware.cpu_peak); peak_source says which."""
         before = before or {}
         self.tokens_per_iter = cfg['gradient_accumulation_steps'] * cfg['batch_size'] * cfg['block_size']
         # MFU: this device's share of the step's FLOPs, against one device's peak (rank 0 only)

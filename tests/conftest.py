@@ -49,10 +49,10 @@ def one_thread():
 
 @pytest.fixture(scope='module')
 def peak_once(tmp_path_factory):
-    """The CPU's peak FLOP/s (MFU's denominator, hardware.peak: the best of twenty 1024^3 matmuls, seconds of a
-    busy CI core, cached per machine) timed by the module's first training run and reused by the others, in this
-    process and in the processes it starts: their cache is a folder of the module's (XDG_CACHE_HOME), so that a peak
-    timed under the tests' load never lands in the user's ~/.cache."""
+    """The CPU's peak FLOP/s (MFU's denominator, hardware.peak: the best of ten 1024^3 matmuls, up to a second of a
+    busy CI core, the highest kept per machine) timed by the module's first training run and reused by the others,
+    in this process and in the processes it starts: their cache is a folder of the module's (XDG_CACHE_HOME), so
+    that a peak timed under the tests' load never lands in the user's ~/.cache."""
     import rundir
     measure, cache = rundir.peak, os.environ.get('XDG_CACHE_HOME')
     rundir.peak = functools.lru_cache(maxsize=None)(measure)

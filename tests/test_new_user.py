@@ -247,27 +247,30 @@ def test_a_terminal_shows_evaluation_progress_on_its_bar(tmp_path, monkeypatch):
     assert 'progress:' not in term.getvalue()
 
 
-def test_a_cpus_mfu_peak_is_timed_once_per_machine_and_named(tmp_path, monkeypatch, capsys):
-    """A CPU's peak timed at each start moved with the load (0.057 to 0.437 TFLOP/s for one config): now it is timed
-    once per CPU, thread count and dtype, kept in the user's cache, and the log and summary.json say so."""
+def test_a_cpus_mfu_peak_is_the_highest_timed_on_the_machine_and_named(tmp_path, monkeypatch, capsys):
+    """A CPU's peak used as timed moved with the load (0.057 to 0.437 TFLOP/s for one config); timed once and kept, a
+    figure timed on a busy machine stayed (0.056 against 0.149 quiet: every later run logged an MFU of 139%). Now each
+    start times it and the cache keeps the highest per CPU, thread count and dtype: a slower timing never lowers it,
+    a faster one raises it; the log and summary.json say so."""
     monkeypatch.setenv('XDG_CACHE_HOME', str(tmp_path / 'cache'))
-    timed = []
-    monkeypatch.setattr(hardware, 'time_matmul', lambda dtype: timed.append(dtype) or 1e11 * len(timed))
+    timings = iter([0.5e11, 1e11, 0.7e11, 9e11, 2e11, 1e11])  # busy first, then quiet, then busy again
+    monkeypatch.setattr(hardware, 'time_matmul', lambda dtype: next(timings))
     monkeypatch.setattr(rundir, 'peak', hardware.peak)  # not the module's once-timed peak (conftest)
-    assert hardware.peak_flops('cpu', 'float32') == hardware.peak_flops('cpu', 'float32') == 1e11
-    assert timed == ['float32']
+    assert [hardware.peak_flops('cpu', 'float32') for _ in range(3)] == [0.5e11, 1e11, 1e11]
     threads = torch.get_num_threads()
     torch.set_num_threads(threads + 1)  # another thread count is another peak
     try:
-        assert hardware.peak_flops('cpu', 'float32') == 2e11
+        assert hardware.peak_flops('cpu', 'float32') == 9e11
     finally:
         torch.set_num_threads(threads)
+    assert hardware.peak_flops('cpu', 'float32') == 2e11  # this thread count's figure, raised
     assert train.main([*TINY, f'--out_dir={tmp_path / "o"}', '--max_iters=2', '--eval_interval=2']) == 0
     s = json.load(open(tmp_path / 'o' / 'summary.json'))
     path = str(tmp_path / 'cache' / 'attn-gpt' / 'cpu_peak_flops.json')
-    assert s['mfu_peak_flops'] == 1e11 and 'timed once' in s['mfu_peak_source'] and path in s['mfu_peak_source']
-    assert f"MFU against 0.1 TFLOP/s (this CPU's float32 matmul peak" in capsys.readouterr().out
-    assert len(timed) == 2
+    assert s['mfu_peak_flops'] == 2e11 and 'the highest of its timings' in s['mfu_peak_source']
+    assert path in s['mfu_peak_source']
+    assert f"MFU against 0.2 TFLOP/s (this CPU's float32 matmul peak" in capsys.readouterr().out
+    assert len(json.load(open(path))) == 2
 
 
 def test_a_misspelt_dataset_gets_a_did_you_mean(tmp_path):
