@@ -22,6 +22,8 @@ The steps (results/bench_gpu.md says what each measures and why):
   graph_tests  tests/test_cuda.py's CUDA graph and reduce-overhead tests: is the graphed step right?
   alone        one 3-layer run alone (the seed's schedule: bf16, dropout 0.2): eager, compiled, graphed, graphed +
                compiled; ms/step, tokens/s, MFU against the FLOP rate, and the floor over the step time
+  eval         one evaluation of the seed's schedule (200 batches a split) by train.py's estimate_loss, a batch a
+               forward against eval_group's auto, eagerly and graphed: seconds, and the losses (equal to rounding)
   gpt2_nanogpt the 124M config, then gpt2_diff the paper's Diff layout at 124M, each its own step (a failure costs
                only itself): tokens/s, MFU and peak memory for a few steps
   cuda_tests   the rest of tests/test_cuda.py
@@ -45,8 +47,8 @@ from output import write_json, write_text
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 # (step, seconds it needs at least, seconds it may take at most), most important first
-STEPS = [('env', 10, 60), ('floor', 10, 60), ('graph_tests', 60, 220), ('alone', 60, 200), ('cuda_tests', 60, 200),
-         ('gpt2_nanogpt', 60, 150), ('gpt2_diff', 60, 150), ('jobs', 90, 240)]
+STEPS = [('env', 10, 60), ('floor', 10, 60), ('graph_tests', 60, 220), ('alone', 60, 200), ('eval', 30, 120),
+         ('cuda_tests', 60, 200), ('gpt2_nanogpt', 60, 150), ('gpt2_diff', 60, 150), ('jobs', 90, 240)]
 
 # the seed's 3-layer model and schedule (configs/base_shakespeare_char.py, ablate.sh PROFILE=full)
 SEED_3L = dict(n_layer=3, n_head=8, n_embd=256, block_size=256, batch_size=32, vocab_size=65, bias=False, dropout=0.2)
@@ -388,7 +390,8 @@ def step_alone(ctx):
     base = ['configs/nanogpt_3L.py', *schedule(n, log), '--dropout=0.2']
     floor = ctx.done.get('floor', {}).get('train_floor_ms')
     runs = {}
-    for name, extra in (('eager', ['--compile=False']), ('compiled', ['--compile=True']),
+    for name, extra in (('eager', ['--compile=False', '--cuda_graph=False']),
+                        ('compiled', ['--compile=True', '--cuda_graph=False']),
                         ('graphed', ['--compile=False', '--cuda_graph=True']),
                         ('graphed_compiled', ['--compile=True', '--cuda_graph=True'])):
         rc, err, out = ctx.train(f'alone_{name}', *base, *extra, check=False)
@@ -406,6 +409,53 @@ def step_alone(ctx):
         ctx.save(status='failed')
 
 
+class NoStop:
+    def poll(self):
+        return False
+
+
+def step_eval(ctx):
+    """One evaluation of the seed's schedule (eval_iters=200 a split, the seed's 3-layer model, bf16) through
+    train.py's estimate_loss, one batch a forward (eval_group=1) and eval_group's auto, eager and graphed (CUDA):
+    seconds, ms a batch, and the losses, which must agree to rounding (a benchmark of the trainer's evaluation). On a
+    CPU (without --dry-run): 12 batches a split in fp32, one a forward and four."""
+    import torch
+    import config
+    import processes
+    import train
+    from cuda_graph import CudaGraphs
+    from model import GPT, GPTConfig
+    dev = 'cpu' if ctx.dry else device()
+    args = ['configs/nanogpt_3L.py', '--dropout=0.2', f'--device={dev}', '--eval_iters=200']
+    # the dry run: tiny; a CPU: 12 batches a split, about a minute on 2 cores
+    cfg = config.parse_config(args + (TINY_ARGS + ['--eval_iters=6'] if ctx.dry else
+                                      ['--eval_iters=12', '--dtype=float32'] if dev == 'cpu' else []))
+    env = processes.setup_processes(cfg)
+    data, _, n_tokens = train.setup_data(cfg, env.device)
+    cfg['vocab_size'] = cfg['vocab_size'] or n_tokens
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(**{k: cfg[k] for k in config.MODEL_KEYS})).to(env.device)
+    sync = torch.cuda.synchronize if dev == 'cuda' else (lambda: None)
+    out = {}
+    for graphed in (False, True) if dev == 'cuda' else (False,):
+        for group in (1, 0) if dev == 'cuda' else (1, 4):  # on a CPU (auto: 1) groups of 4 too
+            cfg['eval_group'] = group
+            batches = train.eval_batches(cfg, env, data, cfg['vocab_size'])
+            graphs = CudaGraphs(cfg, env) if graphed else None
+            train.estimate_loss(cfg, env, model, batches, NoStop(), graphs)  # warm-up (and capture)
+            sync()
+            t = time.perf_counter()
+            losses = train.estimate_loss(cfg, env, model, batches, NoStop(), graphs)
+            sync()
+            s = time.perf_counter() - t
+            n = train.eval_group(cfg, env, cfg['vocab_size'])
+            out[f"{'graphed' if graphed else 'eager'}, {n} a forward"] = dict(
+                seconds=round(s, 4), ms_per_batch=round(1e3 * s / (2 * cfg['eval_iters']), 4), **losses)
+            ctx.save(evals=out)
+    spread = max(abs(a[k] - b[k]) for a in out.values() for b in out.values() for k in ('train', 'val'))
+    ctx.save(evals=out, largest_difference=spread, status='ok' if spread < 1e-3 else 'failed')
+
+
 def gpt2_run(ctx, variant):
     """One 124M config on random GPT-2 token ids (no network here): the step's speed, not a loss."""
     import numpy as np
@@ -419,7 +469,7 @@ def gpt2_run(ctx, variant):
     n = 4 if ctx.dry else 30
     args = [f'--dataset={data}', f'--max_iters={n}', f'--lr_decay_iters={n}', '--warmup_iters=2',
             f'--eval_interval={n}', '--eval_iters=2', f'--log_interval={2 if ctx.dry else 5}',
-            '--gradient_accumulation_steps=4']
+            '--gradient_accumulation_steps=4', '--cuda_graph=False']  # as measured before cuda_graph's auto
     rc, err, out = ctx.train(f'gpt2_{variant}', f'configs/{variant}_124M.py', *args,
                              *([] if ctx.dry else ['--compile=True']))
     s = json.load(open(os.path.join(out, 'summary.json')))
@@ -474,6 +524,7 @@ def step_queue(ctx):
         else:
             deadline = time.monotonic() + left
             done.append(gpu_queue.run_job(job, ctx.args.out, deadline, scratch=ctx.scratch,
+                                          check_args=('--dry-run',) if ctx.dry else (),
                                           cut_after=ctx.args.cut_after, extra=DRY_SCHEDULE if ctx.dry else (),
                                           shrink=shrink if ctx.dry else None))
         ctx.save(queue=done)
@@ -537,6 +588,12 @@ def render(res):
                          f"{c.get('run_5000_floor_s', '')} |")
         if f.get('table_45_floor_s'):
             lines.append(f"\nThe 45-run table (these cells, 3 seeds): {f['table_45_floor_s']} s of floor.")
+    ev = s.get('eval', {}).get('evals')
+    if ev:
+        lines += ['', "## One evaluation of the seed's schedule", '', '| how | seconds | ms a batch | train | val |',
+                  '|---|---|---|---|---|'] + [f"| {k} | {v['seconds']} | {v['ms_per_batch']} | {v['train']:.6f} | "
+                                              f"{v['val']:.6f} |" for k, v in ev.items()]
+        lines.append(f"\nLargest difference between the losses: {s['eval'].get('largest_difference')}")
     for name in ('graph_tests', 'cuda_tests'):
         t = s.get(name, {})
         if t.get('summary'):

@@ -50,7 +50,10 @@ DEFAULTS = dict(
     dtype='auto',    # 'auto' | 'float32' | 'bfloat16' | 'float16' (a GPU's: refused on a CPU, hardware.pick_dtype)
     compile=None,    # None = auto: torch.compile on CUDA, off on CPU
     compile_mode='default',  # torch.compile's mode: 'reduce-overhead' replays CUDA graphs of forward and backward
-    cuda_graph=False,  # True: the whole step (forward, backward, clip, AdamW) and the eval forward as CUDA graphs
+    cuda_graph=None,  # None = auto: on where the step can be captured | True: the whole step (forward, backward,
+                      # clip, AdamW) and the eval forward as CUDA graphs (refused where they cannot be) | False
+    eval_group=0,     # eval batches evaluated in one forward (each batch's mean loss kept apart: the same number);
+                      # 0 = auto: 1 on a CPU, on CUDA as many as keep a forward within 2^16 tokens and 256 MiB of logits
 )
 
 
@@ -76,7 +79,7 @@ def _expected_types(key):
         return tuple(t for t in typing.get_args(hints[key]))
     if key == 'vocab_size':
         return (int, type(None))
-    if key == 'compile':
+    if key in ('compile', 'cuda_graph'):
         return (bool, type(None))
     if key == 'wandb_mode':
         return (str, type(None))
@@ -182,7 +185,7 @@ def parse_config(argv):
 # the lowest value of each numeric training key (the model keys are checked by GPTConfig)
 RANGES = [(('batch_size', 'eval_interval', 'log_interval', 'eval_iters', 'gradient_accumulation_steps',
             'orthoadam_max_dim'), 1),
-          (('ckpt_interval', 'max_iters', 'warmup_iters', 'lr_decay_iters', 'learning_rate', 'min_lr',
+          (('ckpt_interval', 'eval_group', 'max_iters', 'warmup_iters', 'lr_decay_iters', 'learning_rate', 'min_lr',
             'weight_decay', 'grad_clip', 'beta1', 'beta2'), 0)]
 
 
@@ -244,5 +247,5 @@ def usage():
 
 # keys that say where and how a run is computed, logged or saved, not what it computes: a resume may change them
 FREE_ON_RESUME = ('out_dir', 'init_from', 'eval_only', 'device', 'dtype', 'compile', 'compile_mode', 'cuda_graph',
-                  'wandb_log', 'wandb_project', 'wandb_run_name', 'wandb_mode', 'log_interval',
+                  'eval_group', 'wandb_log', 'wandb_project', 'wandb_run_name', 'wandb_mode', 'log_interval',
                   'always_save_checkpoint', 'ckpt_interval', 'resume_strict')

@@ -5,8 +5,9 @@ model's step costs one launch instead of hundreds (results/bench_gpu.md measures
 import torch
 
 
-def check_cuda_graph(cfg, env):
-    """cuda_graph=True records the step once and replays it: refuse what a replay cannot do, before any work."""
+def cuda_graph_refusal(cfg, env):
+    """Why this run's step cannot be recorded once and replayed, or None: cuda_graph=True is refused with it before any
+    work, and cuda_graph=None (auto) runs eagerly for it."""
     why = None
     if env.device_type != 'cuda':
         why = f"needs a CUDA device (this run is on {env.device}); drop --cuda_graph"
@@ -20,8 +21,7 @@ def check_cuda_graph(cfg, env):
                "bfloat16 on a GPU that has it")
     elif env.compile and cfg['compile_mode'] in ('reduce-overhead', 'max-autotune'):
         why = f"and compile_mode={cfg['compile_mode']!r} both make CUDA graphs; use one of them"
-    if why:
-        raise ValueError(f"config: cuda_graph=True {why}")
+    return why
 
 
 class CudaGraphs:
@@ -42,7 +42,7 @@ class CudaGraphs:
         shape = (env.accum, cfg['batch_size'], cfg['block_size'])
         self.X = torch.zeros(shape, dtype=torch.long, device=env.device)
         self.Y = torch.zeros_like(self.X)
-        self.eval_X, self.eval_Y = torch.zeros_like(self.X[0]), torch.zeros_like(self.Y[0])
+        self.eval_X = self.eval_Y = None  # one group of eval batches (train.eval_batches), shaped at the first eval
         self.train_graph = self.eval_graph = None
         self.eager_steps = 0
 
@@ -65,20 +65,19 @@ class CudaGraphs:
         self.train_graph.replay()
         return self.train_loss.clone()  # the graph overwrites its output at the next replay
 
-    def eval_loss(self, env, model, X, Y):
-        """One eval batch's loss through the captured forward (captured at the first call, after one eager
-        forward on a side stream)."""
+    def eval_loss(self, forward, X, Y):
+        """forward(X, Y) (train.batch_losses: each batch's loss) through its capture, on this group of eval batches
+        copied into the graph's fixed inputs: captured at the first call, after one eager forward on a side stream.
+        Every group has the same shape (train.eval_batches), so one capture serves them all."""
+        if self.eval_graph is None:
+            self.eval_X, self.eval_Y = torch.zeros_like(X), torch.zeros_like(Y)
         self.eval_X.copy_(X, non_blocking=True)
         self.eval_Y.copy_(Y, non_blocking=True)
-
-        def forward():
-            with env.autocast:
-                return model(self.eval_X, self.eval_Y)[1].float()
         if self.eval_graph is None:
-            self._on_side_stream(forward)
+            self._on_side_stream(lambda: forward(self.eval_X, self.eval_Y))
             self.eval_graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(self.eval_graph):
-                self.eval_out = forward()
+                self.eval_out = forward(self.eval_X, self.eval_Y)
         self.eval_graph.replay()
         return self.eval_out.clone()
 

@@ -13,14 +13,19 @@ and DIR/queue.json lists what did not finish. Back on a checkout of the same com
     python gpu_queue.py list            # the queue: each job, its estimate, and how many of its runs results/ holds
 
 A job is a list of ablate.sh launches started together (each its own sweep folder, SWEEP=<name>); a run counts as
-held once results/<sweep>/<run>/summary.json is committed, so a collected job is skipped by the next call. The runs
+held once results/<sweep>/<run>/summary.json is committed, so a collected job is skipped by the next call. A check
+job instead runs steps of bench_gpu.py's check (its CUDA tests, an evaluation, the 124M step); it is held once a
+committed results/gpu_check/*/results.json has each of its steps ok at a commit whose GPU code (CODE) is this tree's,
+so it runs again after the model or the trainer changed. The runs
 use CUDA graphs (--cuda_graph=True) without torch.compile: for these 3-layer and smaller models a graphed step is
 1.96 ms against 7.17 compiled and 8.44 eager (H200, results/bench_gpu.md), and compile's 40-60 s a process is more
 than a 500-step run's whole training. OrthoAdam's step is not captured (cuda_graph.py), so its variants run eagerly.
 A run whose graphed attempt fails is retried once eagerly, and queue.json names it.
 """
+import glob
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -38,6 +43,10 @@ GRAPHED = ('--device=cuda', '--cuda_graph=True', '--compile=False')
 EAGER = ('--device=cuda', '--cuda_graph=False', '--compile=False')
 # the small files a run brings back: what report.py, analyze.py and needle_eval.py leave (never checkpoints)
 SMALL = ('summary.json', 'log.jsonl', 'analysis.json', 'needle_eval.json')
+CHECK = ('results.json', 'results.md', 'log.txt')  # what a check job brings back, into results/gpu_check/<name>/
+# the code a check job checks: a committed check at a commit where these equal the tree's holds for the tree
+CODE = ('model.py', 'train.py', 'cuda_graph.py', 'dataset.py', 'processes.py', 'config.py', 'hardware.py',
+        'rundir.py', 'checkpoint.py', 'orthoadam.py', 'output.py', 'tests/test_cuda.py')
 
 
 @dataclass(frozen=True)
@@ -53,6 +62,7 @@ class Job:
     why: str           # the verdict it moves
     estimate_s: int    # wall seconds on one H100 or H200, from the basis in the comment above it
     launches: tuple
+    steps: tuple = ()  # a check job: bench_gpu.py's steps, instead of launches
 
 
 def leak_cells():
@@ -107,6 +117,11 @@ def seed_pipeline(seed):
 # those: 6L moves about 1.9x the bytes of 3L and 8L 2.6x (results/bench_gpu.md), and seed_pipeline is 7x the
 # steps of the full schedule with a fifteenth of its eval batches. An H100's memory is 0.7x as fast: the margins.
 QUEUE = (
+    # the current code's sanity, first: its CUDA graph tests (every model a sweep runs captured and replayed against
+    # its eager steps, tests/test_cuda.py) and one evaluation of the seed's schedule one batch a forward and grouped.
+    # Basis: the graph tests took 99 s (H200, 09c4cb4) before the 44 capture tests, in-process, a few seconds each
+    Job('sanity', "the code every job runs: its CUDA graph tests and the grouped evaluation's equal loss", 240, (),
+        ('env', 'graph_tests', 'eval')),
     Job('leak_cells_dropout0.2', "rows 2-4 under the masking bugs at the seed's dropout, one rule and format, 3 seeds",
         300, leak_cells()),
     Job('sink_10_seeds', "rows 5-6's per-seed statements (does softmax-1 / the gate empty the sink in k of n seeds)",
@@ -120,6 +135,10 @@ QUEUE = (
         seed_pipeline(1)),
     Job('seed_pipeline_s2', "the seed's losses as losses on trained-on text (the author's loop), seed 2", 500,
         seed_pipeline(2)),
+    # last: GPT-2 124M, nanogpt then the paper's Diff layout, each its own step (a Diff failure costs only itself):
+    # tokens/s, MFU, memory. Basis: 30 steps of 124M compiled took 95-140 s a step with its compile (H200, 779ab8c)
+    Job('gpt2_124M', "Diff at 124M: its step against nanogpt's (tokens/s, MFU, memory)", 330, (),
+        ('env', 'gpt2_nanogpt', 'gpt2_diff')),
 )
 
 
@@ -133,13 +152,36 @@ def runs_of(launch, runs_dir):
 
 
 def missing(job, results=RESULTS):
-    """The runs of job that results/ does not hold (no committed summary.json), as sweep/run names."""
+    """The runs of job that results/ does not hold (no committed summary.json), as sweep/run names; for a check job,
+    its steps where no committed check holds them for this code."""
+    if job.steps:
+        return [] if checked(job, results) else [f"gpu_check: {' '.join(job.steps)}"]
     out = []
     for launch in job.launches:
         for d in runs_of(launch, results):
             if not os.path.exists(os.path.join(d, 'summary.json')):
                 out.append(os.path.relpath(d, results))
     return out
+
+
+def checked(job, results=RESULTS):
+    """Whether a committed results/gpu_check/*/results.json (a GPU's, not a dry run's) has every step of job ok, run
+    at a commit whose CODE is this tree's (git diff against the working tree; without git, never)."""
+    for path in sorted(glob.glob(os.path.join(results, 'gpu_check', '*', 'results.json'))):
+        with open(path) as f:
+            res = json.load(f)
+        steps = res.get('steps', {})
+        commit = steps.get('env', {}).get('commit')
+        if (commit and not res.get('mode', '').startswith('dry-run') and steps['env'].get('device') == 'cuda'
+                and all(steps.get(s, {}).get('status') == 'ok' for s in job.steps if s != 'env')):
+            try:
+                same = subprocess.run(['git', 'diff', '--quiet', commit, '--', *CODE], cwd=HERE,
+                                      capture_output=True).returncode == 0
+            except OSError:
+                same = False
+            if same:
+                return True
+    return False
 
 
 def pending(results=RESULTS):
@@ -239,12 +281,16 @@ def wait_all(procs, deadline, cut=lambda: False):
     return stopped
 
 
-def run_job(job, out, deadline, python=sys.executable, extra=(), scratch=None, cut_after=None, shrink=None):
+def run_job(job, out, deadline, python=sys.executable, extra=(), scratch=None, cut_after=None, shrink=None,
+            check_args=()):
     """Run job's launches into scratch until they finish or the deadline; every finished run is packed into out as
     it finishes. A run that failed with CUDA graphs is retried eagerly once, if there is time. Returns the job's
     record for queue.json. shrink(launch) -> launch: the dry run's tiny version of a launch. cut_after: stop once
-    that many runs came back (a rehearsal of a job cut by its budget)."""
+    that many runs came back (a rehearsal of a job cut by its budget). A check job: run_check (check_args: the dry
+    run's --dry-run)."""
     scratch = scratch or os.path.join(out, 'scratch')
+    if job.steps:
+        return run_check(job, out, deadline, python, scratch, check_args)
     runs_dir = os.path.join(scratch, job.name)
     launches = [shrink(lc) for lc in job.launches] if shrink else list(job.launches)
     analyzed = {lc.sweep: 'analysis.json' for lc in launches if ('ANALYZE', '1') in lc.env}
@@ -272,6 +318,43 @@ def run_job(job, out, deadline, python=sys.executable, extra=(), scratch=None, c
     return record
 
 
+def run_check(job, out, deadline, python, scratch, check_args=()):
+    """A check job: `bench_gpu.py --steps ...` within its estimate and a quarter (each step is time-boxed too) or the
+    time to the deadline, its results.json, results.md and log.txt packed into out/runs.tar.gz as
+    results/gpu_check/<date>_<gpu>_<commit>_<job>/."""
+    t0 = time.monotonic()
+    check = os.path.join(scratch, f'check_{job.name}')
+    stage = os.path.join(scratch, 'packed')
+    os.makedirs(os.path.join(stage, 'logs'), exist_ok=True)
+    budget = max(1, int(min(deadline - time.monotonic(), 1.25 * job.estimate_s)))
+    with open(os.path.join(stage, 'logs', f'{job.name}.log'), 'a') as log:
+        p = subprocess.run([python, 'bench_gpu.py', '--steps', *job.steps, '--budget', str(budget), '--out', check,
+                            '--scratch', os.path.join(check, 'scratch'), *check_args], cwd=HERE, stdout=log,
+                           stderr=subprocess.STDOUT)
+    shutil.rmtree(os.path.join(check, 'scratch'), ignore_errors=True)
+    record = dict(job=job.name, estimate_s=job.estimate_s, runs=1, retried_eagerly=[], finished=[], unfinished=[])
+    try:
+        with open(os.path.join(check, 'results.json')) as f:
+            env = json.load(f)['steps'].get('env', {})
+    except (OSError, ValueError, KeyError):
+        env = {}
+    gpu = re.search(r'[A-Z]\d{2,4}', env.get('gpu') or '')
+    name = '_'.join([time.strftime('%Y-%m-%d'), gpu[0].lower() if gpu else env.get('device', 'unknown'),
+                     env.get('commit') or 'nocommit', job.name])
+    if os.path.exists(os.path.join(check, 'results.json')):
+        dst = os.path.join(stage, 'results', 'gpu_check', name)
+        os.makedirs(dst, exist_ok=True)
+        for f in CHECK:
+            if os.path.exists(os.path.join(check, f)):
+                shutil.copyfile(os.path.join(check, f), os.path.join(dst, f))
+        Packer(scratch, out, {}, stage).write()
+        record['finished'] = [f'gpu_check/{name}']
+    else:
+        record['unfinished'] = [f'gpu_check/{name}']
+    record.update(wall_s=round(time.monotonic() - t0, 1), status='done' if p.returncode == 0 else 'failed')
+    return record
+
+
 # ----------------------------------------------------------------------------- back on a checkout
 
 def collect(out, results=RESULTS, report=True):
@@ -294,8 +377,9 @@ def collect(out, results=RESULTS, report=True):
             src, dst = os.path.join(src_root, sweep, run), os.path.join(results, sweep, run)
             if not os.path.isdir(src):
                 continue
-            files = sorted(f for f in os.listdir(src) if f in SMALL)
-            if os.path.exists(os.path.join(dst, 'summary.json')):
+            files = sorted(f for f in os.listdir(src) if f in SMALL + CHECK)
+            held = 'results.json' if sweep == 'gpu_check' else 'summary.json'
+            if os.path.exists(os.path.join(dst, held)):
                 if all(open(os.path.join(src, f), 'rb').read() == open(os.path.join(dst, f), 'rb').read()
                        for f in files if os.path.exists(os.path.join(dst, f))):
                     same.append(f'{sweep}/{run}')
@@ -311,7 +395,8 @@ def collect(out, results=RESULTS, report=True):
             shutil.copyfile(settings, os.path.join(results, sweep, 'sweep_settings'))
     if report:
         for sweep in sweeps:
-            subprocess.run([sys.executable, 'report.py', os.path.join(results, sweep)], cwd=HERE, check=True)
+            if sweep != 'gpu_check':  # a check's results.md is its own report
+                subprocess.run([sys.executable, 'report.py', os.path.join(results, sweep)], cwd=HERE, check=True)
     return copied, same
 
 
@@ -319,8 +404,9 @@ def main(argv):
     if argv[:1] == ['list']:
         for job in QUEUE:
             n = sum(len(runs_of(lc, RESULTS)) for lc in job.launches)
-            print(f"{job.name:24s} {n - len(missing(job)):3d}/{n:<3d} runs held, about {job.estimate_s:4d} s: "
-                  f"{job.why}")
+            held = (f"{'checked' if checked(job) else 'to check':>12s}" if job.steps else
+                    f"{n - len(missing(job)):3d}/{n:<3d} runs held")
+            print(f"{job.name:24s} {held}, about {job.estimate_s:4d} s: {job.why}")
         return 0
     if argv[:1] == ['collect'] and len(argv) == 2:
         copied, same = collect(argv[1])

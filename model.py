@@ -482,14 +482,15 @@ class GPT(nn.Module):
             x = x + self.transformer.wpe(torch.arange(T, dtype=torch.long, device=idx.device))
         return self.transformer.drop(x)
 
-    def forward(self, idx, targets=None):
+    def forward(self, idx, targets=None, reduction='mean'):
         x = self._embed(idx)
         for block in self.transformer.h:
             x = block(x)
         x = self.transformer.ln_f(x)
         if targets is not None:
             logits = self.lm_head(x)
-            loss = F.cross_entropy(logits.view(-1, logits.size(-1)).float(), targets.view(-1), ignore_index=-1)
+            loss = F.cross_entropy(logits.view(-1, logits.size(-1)).float(), targets.view(-1), ignore_index=-1,
+                                   reduction=reduction)  # 'none': each token's loss (evaluation's per-batch means)
         else:
             logits = self.lm_head(x[:, [-1], :])  # inference: only the last position is needed
             loss = None

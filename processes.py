@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from cuda_graph import check_cuda_graph
+from cuda_graph import cuda_graph_refusal
 from hardware import autocast_context, pick_dtype, resolve_device
 
 
@@ -125,6 +125,8 @@ class Env:
     autocast: contextlib.AbstractContextManager  # mixed precision for dtype, reusable across `with` blocks
     compile: bool
     accum: int  # micro-batches per process per optimizer step
+    cuda_graph: bool = False  # the step and eval forward captured (cuda_graph.py); cfg's None resolved here
+    cuda_graph_why: str = ''  # why they are not, where a CUDA run could want them
 
     @property
     def master(self):
@@ -151,8 +153,11 @@ def setup_processes(cfg):
     env = Env(ddp, rank, local_rank, world, device, device_type, dtype, autocast_context(dtype, device_type),
               compile=cfg['compile'] if cfg['compile'] is not None else device_type == 'cuda',
               accum=cfg['gradient_accumulation_steps'] // world)
-    if cfg['cuda_graph']:
-        check_cuda_graph(cfg, env)  # before the process group: a refusal leaves nothing to tear down
+    # before the process group: a refusal leaves nothing to tear down
+    env.cuda_graph_why = cuda_graph_refusal(cfg, env) or ''
+    if cfg['cuda_graph'] and env.cuda_graph_why:
+        raise ValueError(f"config: cuda_graph=True {env.cuda_graph_why}")
+    env.cuda_graph = cfg['cuda_graph'] is not False and not env.cuda_graph_why  # None (auto): wherever it can be
     if ddp:
         # every rank evaluates its share, but rank 0 writes checkpoints while the others wait in the next step's
         # all-reduce: 30 minutes, not NCCL's default 10, leaves room for a large model on a slow shared disk

@@ -103,9 +103,11 @@ class Profile:
 
 DEFAULT_VARIANTS = 'nanogpt diff sym diff_sym norm_sym gated softmax1 diff_gated'  # the seed's five, then ours
 PROFILES = dict(
-    # the seed notes' schedule: a GPU job
+    # the seed notes' schedule: a GPU job. Without torch.compile: a GPU runs these small models as CUDA graphs
+    # (train.py's cuda_graph auto), 1.96 ms a 3-layer step against 1.35 compiled too (H200, results/bench_gpu.md),
+    # which saves 3 s of a 5000-step run and costs 40-60 s of compiling a process
     full=Profile('--max_iters=5000 --lr_decay_iters=5000 --warmup_iters=100 --dropout=0.2 --eval_interval=250 '
-                 '--eval_iters=200 --log_interval=10', '3L 6L 8L'),
+                 '--eval_iters=200 --log_interval=10 --compile=False', '3L 6L 8L'),
     cpu=Profile('--max_iters=150 --lr_decay_iters=150 --warmup_iters=15 --dropout=0.0 --eval_interval=50 '
                 '--eval_iters=10 --log_interval=10 --device=cpu', '3L 6L'),
     # nanoGPT's shakespeare_char learning rate (1e-3, min 1e-4) on 500 steps: about 8 minutes a 3-layer run on 2 CPU
@@ -134,7 +136,8 @@ PROFILES = dict(
     # the training text (report.py's "train (eval)") go beside the seed's table; a GPU job, about 16 hours a 3-layer
     # run on a CPU core
     seed_pipeline=Profile('--max_iters=35000 --decay_lr=False --learning_rate=3e-4 --weight_decay=0.0 --beta2=0.999 '
-                          '--grad_clip=0.0 --dropout=0.1 --eval_interval=2500 --eval_iters=200 --log_interval=10',
+                          '--grad_clip=0.0 --dropout=0.1 --eval_interval=2500 --eval_iters=200 --log_interval=10 '
+                          '--compile=False',
                           '3L 6L 8L'),
 )
 LEAKS = ('zero_future', 'off_by_one', 'after_norm', 'time_norm')  # model.py's GPTConfig.leak, but 'none'

@@ -135,7 +135,8 @@ class TrainState:
     best_val_loss: float = float('inf')
     last_eval: dict = field(default_factory=dict)  # the last eval's losses: an eval iteration is evaluated once
     wandb_id: typing.Optional[str] = None
-    graphs: typing.Optional['CudaGraphs'] = None  # cuda_graph=True: the captured step and eval forward
+    graphs: typing.Optional['CudaGraphs'] = None  # cuda_graph on: the captured step and eval forward
+    eval_batches: typing.Optional[list] = None     # eval_batches(): made at the first evaluation, then kept
     timing: dict = field(default_factory=dict)     # ckpt.pt's totals of the earlier processes (Throughput.start)
     clock: typing.Optional['Throughput'] = None    # this process's, whose totals() each ckpt.pt keeps
     code: dict = field(default_factory=code_version)  # the commit this process runs, and whether the tree was dirty
@@ -154,16 +155,16 @@ def setup_model(cfg, env, tokenizer, n_tokens, explicit=(), pinned=()):
     scaler = torch.amp.GradScaler(env.device_type, enabled=(env.dtype == 'float16'))
     optimizer = raw_model.configure_optimizers(cfg['weight_decay'], cfg['learning_rate'],
                                                (cfg['beta1'], cfg['beta2']), cfg['optimizer'],
-                                               cfg['orthoadam_max_dim'], cfg['seed'], capturable=cfg['cuda_graph'])
+                                               cfg['orthoadam_max_dim'], cfg['seed'], capturable=env.cuda_graph)
     if ckpt:
-        restore_optimizer(optimizer, scaler, ckpt, cfg['cuda_graph'], env.device)
+        restore_optimizer(optimizer, scaler, ckpt, env.cuda_graph, env.device)
     model = torch.compile(raw_model, mode=cfg['compile_mode']) if env.compile else raw_model
     if env.ddp:
         from torch.nn.parallel import DistributedDataParallel as DDP
         model = DDP(model, device_ids=[env.local_rank] if env.device_type == 'cuda' else None)
     state = TrainState(model, raw_model, model.module if env.ddp else model, optimizer, scaler,
                        first_bad=torch.tensor(-1, device=env.device), tokenizer=tokenizer,
-                       graphs=CudaGraphs(cfg, env) if cfg['cuda_graph'] else None)
+                       graphs=CudaGraphs(cfg, env) if env.cuda_graph else None)
     if ckpt:
         state.iter_num = state.start_iter = ckpt['iter_num']
         state.best_val_loss = ckpt['best_val_loss']
@@ -260,29 +261,72 @@ def eval_due(cfg, state):
                                 and state.last_eval.get('iter') != it)
 
 
+def eval_group(cfg, env, vocab_size):
+    """How many eval batches go through one forward: eval_group, or for 0 (auto) 1 on a CPU (4 batches of the seed's
+    3-layer model at once took 13-20% longer a batch than one at a time, 2-core EPYC, fp32) and on CUDA as many as
+    keep a forward within 2^16 tokens and 2^28 bytes of float logits: the seed's 3L model 8 batches of 32 x 256,
+    GPT-2 124M 1. A small model's eval forward is launch-bound on a GPU: 8,400 eval batches were 39% of a 5000-step
+    run's floor (results/bench_gpu.md)."""
+    if cfg['eval_group'] or env.device_type != 'cuda':
+        return cfg['eval_group'] or 1
+    tokens = cfg['batch_size'] * cfg['block_size']
+    return max(1, min(2 ** 16 // tokens, 2 ** 28 // (tokens * vocab_size * 4)))
+
+
+def eval_batches(cfg, env, data, vocab_size):
+    """This rank's eval batches of each split, the same at every evaluation (a pure function of the seed), made once
+    and kept on the device in groups of eval_group(): [(split_id, ks, X, Y)], ks the batch numbers, X and Y the
+    batches stacked. Under DDP rank r takes batches r, r + world, ... The groups are balanced (200 batches at most 8 a
+    group: 25 of 8), a short last one is filled up with copies of its first batch whose losses are dropped, so that
+    every group has one shape (one capture, one compile), and every rank has as many groups (each polls as often)."""
+    B, T = cfg['batch_size'], cfg['block_size']
+    most = -(-cfg['eval_iters'] // env.world)  # the most batches a rank has
+    rounds = -(-most // min(eval_group(cfg, env, vocab_size), most))
+    size = -(-most // rounds)
+    groups = []
+    for split_id, split in enumerate(data):
+        mine = range(env.rank, cfg['eval_iters'], env.world)
+        for i in range(rounds):
+            ks = mine[i * size:(i + 1) * size]  # a range: losses[split_id, ks] is a slice, no index tensor
+            if not ks:  # this rank has fewer batches than the others: it only polls
+                groups.append((split_id, ks, None, None))
+                continue
+            xy = [get_batch(split, batch_rng(cfg['seed'], 1, split_id, k), B, T, env.device)
+                  for k in list(ks) + [ks[0]] * (size - len(ks))]
+            groups.append((split_id, ks, torch.cat([x for x, _ in xy]), torch.cat([y for _, y in xy])))
+    return groups
+
+
+def batch_losses(env, model, X, Y, n):
+    """The mean loss of each of the n batches stacked in X, Y, as n forwards of one batch give it: a batch's token
+    losses averaged over its targets (y = -1: none, and a loss of 0 from reduction='none')."""
+    with env.autocast:
+        _, loss = model(X, Y, reduction='none')
+    keep = (Y != -1).view(n, -1)
+    return loss.view(n, -1).sum(1) / keep.sum(1)
+
+
 @torch.no_grad()
-def estimate_loss(cfg, env, model, data, stop, graphs=None, progress=lambda done, total: None):
-    """Mean loss over eval_iters batches per split; the same batches at every eval (less noise between evals). Under
-    DDP rank r evaluates batches r, r + world, ... and one all-reduce gathers them, so the mean is the same as one
-    process's. None when a stop was asked for during it (polled once per round of `world` batches, so that every
-    rank polls as often)."""
+def estimate_loss(cfg, env, model, batches, stop, graphs=None, progress=lambda done, total: None):
+    """Mean loss over eval_iters batches per split (eval_batches(): the same batches at every eval, less noise
+    between evals), each batch's mean kept apart, so the number is that of eval_iters forwards of one batch whatever
+    eval_group is. Under DDP one all-reduce gathers the ranks' batches, so the mean is the same as one process's.
+    None when a stop was asked for during it (polled once per group, as often on every rank)."""
     model.eval()
     try:
         losses = torch.zeros(2, cfg['eval_iters'], device=env.device)  # filled on the device: no sync per batch
-        for split_id, split in enumerate(data):
-            for k in range(env.rank, cfg['eval_iters'] + env.rank, env.world):
-                if k < cfg['eval_iters']:
-                    X, Y = get_batch(split, batch_rng(cfg['seed'], 1, split_id, k), cfg['batch_size'],
-                                     cfg['block_size'], env.device)
-                    if graphs is not None:
-                        losses[split_id, k] = graphs.eval_loss(env, model, X, Y)
-                    else:
-                        with env.autocast:
-                            _, loss = model(X, Y)
-                        losses[split_id, k] = loss.float()
-                progress(split_id * cfg['eval_iters'] + k + 1, 2 * cfg['eval_iters'])
-                if stop.poll():
-                    return None
+        done, total = 0, 2 * cfg['eval_iters']
+
+        def forward(X, Y):
+            return batch_losses(env, model, X, Y, X.size(0) // cfg['batch_size'])
+        for split_id, ks, X, Y in batches:
+            if ks:
+                each = graphs.eval_loss(forward, X, Y) if graphs is not None else forward(X, Y)
+                losses[split_id, ks.start:ks.stop:ks.step] = each[:len(ks)]
+            done += len(ks) * env.world
+            progress(min(done, total), total)
+            if stop.poll():
+                return None
         if env.ddp:
             dist.all_reduce(losses)  # each batch's loss is nonzero on one rank only
         losses = losses.cpu()
@@ -296,7 +340,9 @@ def evaluate(cfg, env, state, log, lr, data, stop):
     logs them and writes best.pt when val loss improved and ckpt.pt per always_save_checkpoint. ckpt.pt first: a
     crash between the two leaves a resumable run, and the resume mends best.pt (mend_best). False when stopped
     during the evaluation (which the resumed run redoes)."""
-    losses = estimate_loss(cfg, env, state.eval_model, data, stop, state.graphs,
+    if state.eval_batches is None:
+        state.eval_batches = eval_batches(cfg, env, data, state.raw_model.config.vocab_size)
+    losses = estimate_loss(cfg, env, state.eval_model, state.eval_batches, stop, state.graphs,
                            lambda done, total: log.progress(f'evaluation at iteration {state.iter_num}, batch', done,
                                                             total))
     if losses is None:
@@ -443,7 +489,7 @@ def write_summary(cfg, env, state, log, clock, finished):
         final_eval_iter=last.get('iter'), best_val_loss=best if best < float('inf') else None,
         lambda_table=table, tokens_per_sec=clock.tokens_per_sec(), wall_time_s=clock.totals()['wall_time'],
         mfu_peak_flops=clock.peak, mfu_peak_source=clock.peak_source, peak_memory_mb=peak_memory_mb(env.device),
-        device=env.device, dtype=env.dtype, world_size=env.world, compile=env.compile, cuda_graph=cfg['cuda_graph'],
+        device=env.device, dtype=env.dtype, world_size=env.world, compile=env.compile, cuda_graph=env.cuda_graph,
         torch_version=torch.__version__, code=state.code, machine=machine(env.device))
     if finished:
         write_json(run_path(cfg, 'summary.json'), summary)
@@ -481,8 +527,12 @@ def main(argv):
                 master_first(env, lambda: mend_best(cfg, state))
             clock = Throughput(cfg, env, state.raw_model, state.timing)
             if env.master:
+                graphs = ''
+                if env.device_type == 'cuda':  # on, or off and why
+                    graphs = f", CUDA graphs {'on' if env.cuda_graph else 'off'}"
+                    graphs += f" ({env.cuda_graph_why})" if env.cuda_graph_why else ''
                 print(f"device {env.device} ({env.world} process{'es' if env.world > 1 else ''}), dtype {env.dtype}, "
-                      f"compile {env.compile}, {clock.tokens_per_iter:,} tokens per iteration" + (
+                      f"compile {env.compile}{graphs}, {clock.tokens_per_iter:,} tokens per iteration" + (
                           f", MFU against {clock.peak / 1e12:.3g} TFLOP/s ({clock.peak_source})" if clock.peak else ''))
             check_causality(cfg, env, state)
             log = master_first(env, lambda: RunLog(cfg, state.iter_num, state.wandb_id, active=True))

@@ -65,14 +65,23 @@ def test_the_queue_dry_run_runs_every_job_and_packs_its_runs_into_one_file(tmp_p
     assert files == ['log.txt', 'queue.json', 'results.json', 'results.md', 'runs.tar.gz'], files
     with tarfile.open(tmp_path / 'runs.tar.gz') as tf:
         names = tf.getnames()
-    runs = sorted(r for j in q for r in j['finished'])
+    runs = sorted(r for j in q for r in j['finished'] if not r.startswith('gpu_check/'))
     assert sorted(n[len('results/'):-len('/summary.json')] for n in names if n.endswith('/summary.json')) == runs
     assert not any(n.endswith('.pt') for n in names) and 'logs/sink_10_seeds.log' in names
     assert all(f'results/{r}/analysis.json' in names for r in runs if r.startswith('bigram_backcopy_sink_gpu/'))
+    # the check jobs (sanity first, gpt2_124M last): each its steps' results.json, results.md and log.txt
+    checks = [r for j in q for r in j['finished'] if r.startswith('gpu_check/')]
+    assert q[0]['job'] == 'sanity' and q[-1]['job'] == 'gpt2_124M' and len(checks) == 2, q
+    for c in checks:
+        assert all(f'results/{c}/{f}' in names for f in gpu_queue.CHECK), names
+    sanity = json.load(tarfile.open(tmp_path / 'runs.tar.gz').extractfile(f'results/{checks[0]}/results.json'))
+    assert list(sanity['steps']) == ['env', 'graph_tests', 'eval'] and sanity['mode'] == 'dry-run check'
+    assert all(s['status'] == 'ok' for s in sanity['steps'].values()), sanity['steps']
     results = tmp_path / 'results_here'
     copied, same = gpu_queue.collect(str(tmp_path), results=str(results), report=False)
-    assert sorted(copied) == runs and same == []
-    assert gpu_queue.collect(str(tmp_path), results=str(results), report=False) == ([], runs)  # again: no change
+    assert sorted(copied) == sorted(runs + checks) and same == []
+    assert not gpu_queue.checked(gpu_queue.QUEUE[0], str(results))  # a dry run's check holds nothing
+    assert gpu_queue.collect(str(tmp_path), results=str(results), report=False) == ([], sorted(runs + checks))
 
 
 def tiny_job(seeds='1 2'):
@@ -110,8 +119,31 @@ def test_collect_never_overwrites_a_different_run(tmp_path):
     assert json.loads((held / 'summary.json').read_text())['final_val_loss'] == 1.6
 
 
+def test_a_check_job_is_held_by_a_committed_gpu_check_of_the_same_code(tmp_path):
+    """The sanity job is held where a GPU's check at a commit with this tree's model and trainer code passed its
+    steps; a check at an older commit (another train.py), a failed step or a dry run hold nothing."""
+    sanity = gpu_queue.QUEUE[0]
+    head = subprocess.run(['git', 'rev-parse', 'HEAD'], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(['git', 'diff', '--quiet', 'HEAD', '--', *gpu_queue.CODE], cwd=ROOT).returncode
+    git = lambda *a: subprocess.run(['git', *a], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    older = git('rev-parse', git('log', '-1', '--format=%H', '--', *gpu_queue.CODE) + '~1')  # before the last change
+
+    def write(name, commit, status='ok', mode='queue', device='cuda'):
+        d = tmp_path / 'gpu_check' / name
+        d.mkdir(parents=True)
+        steps = dict(env=dict(commit=commit[:7], device=device), graph_tests=dict(status=status),
+                     eval=dict(status='ok'))
+        (d / 'results.json').write_text(json.dumps(dict(mode=mode, steps=steps)))
+    write('a', older)
+    write('b', head, status='failed')
+    write('c', head, mode='dry-run check', device='cpu')
+    assert not gpu_queue.checked(sanity, str(tmp_path)) and gpu_queue.missing(sanity, str(tmp_path))
+    write('d', head)
+    assert gpu_queue.checked(sanity, str(tmp_path)) is (dirty == 0)  # an uncommitted change to the code: not held
+
+
 def test_the_queue_skips_the_runs_results_holds():
     """The committed results decide what is pending: the third seed at 3L is in results/shakespeare_full."""
     names = [j.name for j in gpu_queue.pending()]
     assert 'seed3_full_3L' not in names and 'seed3_full_6L' in names
-    assert gpu_queue.missing(gpu_queue.QUEUE[0])  # the leak cells: none committed yet
+    assert gpu_queue.missing(gpu_queue.QUEUE[1])  # the leak cells: none committed yet

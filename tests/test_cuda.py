@@ -1,6 +1,8 @@
 """The CUDA path: every variant on a GPU against the same model on the CPU, fused kernels, compile, bf16, and
 train.py/sample.py/analyze.py end to end. Skipped where no GPU is present (CI); run them on one with
 `python -m pytest tests/test_cuda.py`."""
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -102,6 +104,79 @@ def test_compile_on_cuda_equals_eager(variant):
     l_comp, g_comp = loss_and_grads(torch.compile(model), x, y)
     assert rel(l_comp, l_eager) < 1e-5
     assert max(rel(a, b) for a, b in zip(g_comp, g_eager)) < 1e-3
+
+
+def sweep_models():
+    """Every model a sweep runs (ablate.sh's variants under every profile and ARCH, configs/<variant>_<depth>.py at
+    its smallest depth) and the seed's five under each masking bug (LEAK=, time_norm: Diff's own), as (name, model
+    keys, optimizer)."""
+    import glob
+    import re
+    from config import MODEL_KEYS, parse_config
+    from sweep import LEAKS
+    runs, seen = [], set()
+    for path in sorted(glob.glob(os.path.join(ROOT, 'configs', '*_*.py'))):
+        m = re.match(r'(.+)_(\d+L|124M)\.py$', os.path.basename(path))
+        if m and m[1] not in seen:
+            seen.add(m[1])
+            runs.append((m[1], [path]))
+    for leak in LEAKS:
+        for v in ('diff', 'diff_sym') if leak == 'time_norm' else ('nanogpt', 'diff', 'sym', 'diff_sym', 'norm_sym'):
+            runs.append((f'{v}+{leak}', [os.path.join(ROOT, 'configs', f'{v}_3L.py'), '--causal=False',
+                                         f'--leak={leak}']))
+    out = []
+    with contextlib.redirect_stdout(io.StringIO()):  # the configs' notes
+        for name, args in runs:
+            cfg = parse_config(args)
+            out.append((name, {k: cfg[k] for k in MODEL_KEYS}, cfg['optimizer']))
+    return out
+
+
+SWEEP_MODELS = sweep_models()
+
+
+@pytest.mark.parametrize('name,keys,optimizer', SWEEP_MODELS, ids=[m[0] for m in SWEEP_MODELS])
+def test_cuda_graph_captures_every_sweep_model_and_replays_its_eager_steps(name, keys, optimizer):
+    """cuda_graph (auto in every sweep): each model a sweep runs, at a tiny size in fp32 without dropout, trains 6
+    steps through CudaGraphs (3 eager warm-ups, a capture, replays) with the losses and weights of 6 eager steps, and
+    its grouped eval forward (train.batch_losses, captured) gives the eager per-batch losses. OrthoAdam's step is not
+    captured: auto leaves it eager, and the reason says so."""
+    import config
+    import processes
+    import train
+    from cuda_graph import CudaGraphs, cuda_graph_refusal
+    cfg = config.parse_config(['--batch_size=4', '--block_size=64', f'--optimizer={optimizer}'])
+    env = processes.Env(False, 0, 0, 1, 'cuda', 'cuda', 'float32', contextlib.nullcontext(), False, 1)
+    if optimizer != 'adamw':
+        assert 'AdamW' in cuda_graph_refusal(cfg, env)
+        return
+    assert cuda_graph_refusal(cfg, env) is None
+    keys = dict(keys, n_layer=2, n_head=4, n_embd=64, block_size=64, vocab_size=70, dropout=0.0,
+                n_kv_head=keys['n_kv_head'] and 2)
+    models = []
+    for _ in range(2):
+        torch.manual_seed(0)
+        models.append(GPT(GPTConfig(**keys)).cuda())
+    opts = [m.configure_optimizers(0.1, 1e-3, (0.9, 0.99), capturable=graphed) for m, graphed in
+            zip(models, (False, True))]
+    graphs, scaler = CudaGraphs(cfg, env), torch.amp.GradScaler('cuda', enabled=False)
+    losses = ([], [])
+    for it in range(6):
+        xy = [tuple(t.cuda() for t in batch(4, 64, seed=it))]
+        xy = [(x % 70, y % 70) for x, y in xy]
+        losses[0].append(train.step(models[0], opts[0], scaler, xy, 1, 1.0, contextlib.nullcontext()).item())
+        run = lambda b: train.step(models[1], opts[1], scaler, b, 1, 1.0, contextlib.nullcontext())
+        losses[1].append(graphs.step(run, xy, reseed=lambda: None).item())
+    assert graphs.train_graph is not None  # captured, and replayed from step 4 on
+    assert max(abs(a - b) for a, b in zip(*losses)) < 1e-4, losses
+    for a, b in zip(models[0].parameters(), models[1].parameters()):
+        assert (a - b).abs().max().item() < 1e-3
+    X = torch.cat([batch(4, 64, seed=10 + k)[0] for k in range(3)]).cuda() % 70
+    models[1].eval()
+    with torch.no_grad():
+        eager = torch.stack([models[1](X[4 * k:4 * k + 4], X[4 * k:4 * k + 4])[1] for k in range(3)])
+        grouped = graphs.eval_loss(lambda x, y: train.batch_losses(env, models[1], x, y, 3), X, X)
+    assert (grouped - eager).abs().max().item() < 1e-5
 
 
 def test_dropout_on_cuda_is_random_in_training_and_off_in_eval():

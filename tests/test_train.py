@@ -255,11 +255,11 @@ def main_stopped_at(out_dir, stop_at, *args):
     import model as model_mod
     forward, calls, armed = model_mod.GPT.forward, [], []
 
-    def forward_then_sigterm(self, idx, targets=None):
+    def forward_then_sigterm(self, idx, targets=None, **kw):
         calls.append(self.training)
         if armed and self.training and sum(calls) == stop_at:
             os.kill(os.getpid(), signal.SIGTERM)  # handled by train.StopSignal, as a real SIGTERM
-        return forward(self, idx, targets)
+        return forward(self, idx, targets, **kw)
     guard = train.check_causal
 
     def guard_then_count(*a, **k):  # the causality check's forwards come first: count training's from zero
@@ -449,7 +449,8 @@ def test_resume_past_max_iters_is_an_error(tmp_path):
 
 
 def test_ddp_two_processes_equal_one_with_double_accumulation(tmp_path, monkeypatch):
-    # eval_iters=3: rank 0 evaluates batches 0 and 2, rank 1 batch 1; the mean must be one process's
+    # eval_iters=3: rank 0 evaluates batches 0 and 2, rank 1 batch 1; the mean must be one process's. With
+    # eval_group=2 each rank has one group, rank 1's filled up with a copy whose loss is dropped
     common = ['--max_iters=3', '--lr_decay_iters=3', '--eval_interval=3', '--dropout=0.1', '--attn=diff',
               '--gradient_accumulation_steps=2', '--eval_iters=3']
     one, two = tmp_path / 'one', tmp_path / 'two'
@@ -466,7 +467,7 @@ def test_ddp_two_processes_equal_one_with_double_accumulation(tmp_path, monkeypa
     finally:
         torch.set_num_threads(threads)
     p = subprocess.run([sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2', str(stub),
-                        *TINY, f'--out_dir={two}', *common], cwd=ROOT, capture_output=True, text=True,
+                        *TINY, f'--out_dir={two}', *common, '--eval_group=2'], cwd=ROOT, capture_output=True, text=True,
                        env=dict(os.environ, OMP_NUM_THREADS='1'), timeout=600)
     assert p.returncode == 0, p.stdout + p.stderr
     assert '(2 processes)' in p.stdout
@@ -561,7 +562,9 @@ def test_ddp_ranks_train_in_rank0s_dtype(tmp_path):
 
 # --- the GPU step (commit 4cbe1a7, 2026-11-24), what the CPU can check: the CUDA-graph path itself is in tests/test_cuda.py
 
-def test_cuda_graph_refuses_what_a_replay_cannot_do(tmp_path):
+def test_cuda_graph_refuses_what_a_replay_cannot_do_and_auto_runs_eagerly_there(tmp_path):
+    """cuda_graph=True is refused with the reason where a replay cannot run; None (auto, the default) runs eagerly
+    there and says why on a GPU; on a CPU it is off and summary.json says so."""
     with pytest.raises(ValueError, match=r"cuda_graph=True needs a CUDA device \(this run is on cpu\)"):
         train.main([*TINY, f'--out_dir={tmp_path / "o"}', '--cuda_graph=True'])
     assert not (tmp_path / 'o').exists()
@@ -569,13 +572,72 @@ def test_cuda_graph_refuses_what_a_replay_cannot_do(tmp_path):
         config.parse_config(['--compile_mode=fast'])
     gpu = dict(ddp=False, rank=0, local_rank=0, world=1, device='cuda', device_type='cuda', dtype='bfloat16',
                autocast=contextlib.nullcontext(), compile=False, accum=1)
-    cfg = config.parse_config(['--cuda_graph=True'])
-    cuda_graph.check_cuda_graph(cfg, processes.Env(**gpu))  # one GPU, AdamW, bf16: accepted
+    cfg = config.parse_config([])
+    assert cfg['cuda_graph'] is None  # auto
+    assert cuda_graph.cuda_graph_refusal(cfg, processes.Env(**gpu)) is None  # one GPU, AdamW, bf16: captured
     for over, env_over, why in [({}, dict(ddp=True, world=2), "DDP"), (dict(optimizer='orthoadam'), {}, "AdamW"),
                                 ({}, dict(dtype='float16'), "GradScaler"),
-                                (dict(compile_mode='reduce-overhead'), dict(compile=True), "use one of them")]:
-        with pytest.raises(ValueError, match=why):
-            cuda_graph.check_cuda_graph(dict(cfg, **over), processes.Env(**dict(gpu, **env_over)))
+                                (dict(compile_mode='reduce-overhead'), dict(compile=True), "use one of them"),
+                                ({}, dict(device='cpu', device_type='cpu'), "needs a CUDA device")]:
+        assert why in cuda_graph.cuda_graph_refusal(dict(cfg, **over), processes.Env(**dict(gpu, **env_over)))
+    assert train.main([*TINY, f'--out_dir={tmp_path / "auto"}', '--max_iters=2', '--eval_interval=2']) == 0
+    assert json.load(open(tmp_path / 'auto' / 'summary.json'))['cuda_graph'] is False
+
+
+class NoStop:
+    def poll(self):
+        return False
+
+
+@pytest.mark.parametrize('data,over', [
+    ('shakespeare_char', dict(attn='diff')),
+    ('shakespeare_char', dict(attn='diff', symmetric=True, causal=False, leak='zero_future')),
+    ('shakespeare_char', dict(attn='cosine', symmetric=True)),
+    ('shakespeare_char', dict(softmax1=True, leak='off_by_one', causal=False)),
+    ('shakespeare_char', dict(gate='elementwise', dropout=0.2)),  # dropout: off in evaluation
+    ('bigram_backcopy', dict(attn='diff', leak='time_norm', causal=False)),  # records: targets at masked places only
+])
+def test_evaluation_in_groups_gives_the_loss_of_one_batch_at_a_time(data, over):
+    """estimate_loss with eval_group 1, 3 (7 batches: groups of 3, 3 and 1 filled up to 3) and 8 (one group of 7) gives,
+    to fp32 rounding, the mean over eval_iters batches of the model's own mean loss on each (F.cross_entropy with
+    ignore_index=-1): the number evaluation always gave. The leaks are in: none mixes batches (time_norm normalises
+    over a sequence's positions)."""
+    dataset.ensure_data(data)
+    args = ['--n_layer=2', '--n_head=2', '--n_embd=32', '--block_size=32', '--batch_size=4', '--device=cpu',
+            '--dtype=float32', '--compile=False', f'--dataset={data}', '--eval_iters=7', '--seed=3']
+    args += [f'--{k}={v}' for k, v in over.items()]
+    if data == 'bigram_backcopy':
+        args = [a for a in args if not a.startswith('--block_size')] + ['--block_size=128']  # its records' length
+    cfg = config.parse_config(args)
+    env = processes.setup_processes(cfg)
+    splits, _, n_tokens = train.setup_data(cfg, 'cpu')
+    cfg['vocab_size'] = cfg['vocab_size'] or n_tokens
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(**{k: cfg[k] for k in config.MODEL_KEYS})).eval()
+    with torch.no_grad():
+        want = [np.mean([model(*dataset.get_batch(split, dataset.batch_rng(3, 1, s, k), 4, cfg['block_size'],
+                                                  'cpu'))[1].item() for k in range(7)])
+                for s, split in enumerate(splits)]
+    for group in (1, 3, 8):
+        cfg['eval_group'] = group
+        batches = train.eval_batches(cfg, env, splits, cfg['vocab_size'])
+        assert [len(ks) for _, ks, _, _ in batches] == {1: [1] * 7, 3: [3, 3, 1], 8: [7]}[group] * 2
+        assert all(X.shape[0] == 4 * max(len(k) for _, k, _, _ in batches) for _, _, X, _ in batches)
+        got = train.estimate_loss(cfg, env, model, batches, NoStop())
+        assert got['train'] == pytest.approx(want[0], rel=2e-6) and got['val'] == pytest.approx(want[1], rel=2e-6)
+
+
+def test_eval_group_auto_is_one_on_a_cpu_and_fills_a_gpu_within_its_bounds():
+    """eval_group=0: 1 on a CPU (larger batches were slower there); on CUDA as many batches as keep a forward
+    within 2^16 tokens and 2^28 bytes of float logits."""
+    cfg = config.parse_config(['--batch_size=32', '--block_size=256'])
+    env = lambda kind: processes.Env(False, 0, 0, 1, kind, kind, 'float32', contextlib.nullcontext(), False, 1)
+    assert train.eval_group(cfg, env('cpu'), 65) == 1
+    assert train.eval_group(cfg, env('cuda'), 65) == 8  # the seed's 3-layer model: 8 x 8192 tokens
+    assert train.eval_group(dict(cfg, batch_size=12, block_size=1024), env('cuda'), 50304) == 1  # GPT-2 124M
+    assert train.eval_group(dict(cfg, eval_group=5), env('cpu'), 65) == 5  # set: as set
+    with pytest.raises(ValueError, match='eval_group=-1 must be >= 0'):
+        config.parse_config(['--eval_group=-1'])
 
 
 def test_training_step_never_waits_for_the_device(tmp_path, monkeypatch):
@@ -983,7 +1045,8 @@ def test_sequential_training_steps_take_consecutive_windows(tmp_path, monkeypatc
     for s, first in seen:
         if s is not None:  # each window's first token is the text at its start
             assert first == [int(tokens[i]) for i in range(s, s + 8)]
-    assert sum(s is None for s, _ in seen) == 2 * 2  # evals at 0 and 3, one batch per split: random windows
+    # evaluation's batches, random windows: one per split, made at the first eval (0) and kept for the one at 3
+    assert sum(s is None for s, _ in seen) == 2
 
 
 def test_sequential_run_trains_and_refuses_records(tmp_path, small_needle):
