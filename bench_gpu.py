@@ -217,7 +217,7 @@ def step_env(ctx):
     ok = subprocess.run([sys.executable, 'data/shakespeare_char/prepare.py'], cwd=HERE, capture_output=True, text=True)
     if ok.returncode != 0:
         raise RuntimeError(f"data/shakespeare_char/prepare.py failed: {ok.stderr[-300:]} (carry input.txt in)")
-    ctx.save(**ceilings(dev, small=ctx.dry))
+    ctx.save(**ceilings(dev, small=ctx.dry or dev == 'cpu'))  # a CPU: small sizes (a GPU's take minutes there)
 
 
 def timed(fn, reps, dev):
