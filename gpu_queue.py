@@ -135,6 +135,10 @@ QUEUE = (
         seed_pipeline(1)),
     Job('seed_pipeline_s2', "the seed's losses as losses on trained-on text (the author's loop), seed 2", 500,
         seed_pipeline(2)),
+    # the seed's five runs one at a time against five at once, graphed, at the seed's evaluation density: which way
+    # its 45-run table runs faster (five compiled 600-step runs at once, not one at a time, were measured before)
+    Job('jobs_at_once', "the 45-run table's wall time: JOBS=1 against JOBS=5 for the seed's five 3-layer runs", 240,
+        (), ('env', 'jobs')),
     # last: GPT-2 124M, nanogpt then the paper's Diff layout, each its own step (a Diff failure costs only itself):
     # tokens/s, MFU, memory. Basis: 30 steps of 124M compiled took 95-140 s a step with its compile (H200, 779ab8c)
     Job('gpt2_124M', "Diff at 124M: its step against nanogpt's (tokens/s, MFU, memory)", 330, (),
