@@ -526,7 +526,10 @@ def step_queue(ctx):
         else:
             deadline = time.monotonic() + left
             done.append(gpu_queue.run_job(job, ctx.args.out, deadline, scratch=ctx.scratch,
+                                          # the dry run of a check job: its env step (the check's own dry run
+                                          # runs every step)
                                           check_args=('--dry-run',) if ctx.dry else (),
+                                          check_steps=('env',) if ctx.dry else None,
                                           cut_after=ctx.args.cut_after, extra=DRY_SCHEDULE if ctx.dry else (),
                                           shrink=shrink if ctx.dry else None))
         ctx.save(queue=done)

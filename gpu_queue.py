@@ -286,15 +286,15 @@ def wait_all(procs, deadline, cut=lambda: False):
 
 
 def run_job(job, out, deadline, python=sys.executable, extra=(), scratch=None, cut_after=None, shrink=None,
-            check_args=()):
+            check_args=(), check_steps=None):
     """Run job's launches into scratch until they finish or the deadline; every finished run is packed into out as
     it finishes. A run that failed with CUDA graphs is retried eagerly once, if there is time. Returns the job's
     record for queue.json. shrink(launch) -> launch: the dry run's tiny version of a launch. cut_after: stop once
     that many runs came back (a rehearsal of a job cut by its budget). A check job: run_check (check_args: the dry
-    run's --dry-run)."""
+    run's --dry-run; check_steps: its steps instead of the job's)."""
     scratch = scratch or os.path.join(out, 'scratch')
     if job.steps:
-        return run_check(job, out, deadline, python, scratch, check_args)
+        return run_check(job, out, deadline, python, scratch, check_args, check_steps or job.steps)
     runs_dir = os.path.join(scratch, job.name)
     launches = [shrink(lc) for lc in job.launches] if shrink else list(job.launches)
     analyzed = {lc.sweep: 'analysis.json' for lc in launches if ('ANALYZE', '1') in lc.env}
@@ -322,7 +322,7 @@ def run_job(job, out, deadline, python=sys.executable, extra=(), scratch=None, c
     return record
 
 
-def run_check(job, out, deadline, python, scratch, check_args=()):
+def run_check(job, out, deadline, python, scratch, check_args=(), steps=()):
     """A check job: `bench_gpu.py --steps ...` within its estimate and a quarter (each step is time-boxed too) or the
     time to the deadline, its results.json, results.md and log.txt packed into out/runs.tar.gz as
     results/gpu_check/<date>_<gpu>_<commit>_<job>/."""
@@ -332,9 +332,9 @@ def run_check(job, out, deadline, python, scratch, check_args=()):
     os.makedirs(os.path.join(stage, 'logs'), exist_ok=True)
     budget = max(1, int(min(deadline - time.monotonic(), 1.25 * job.estimate_s)))
     with open(os.path.join(stage, 'logs', f'{job.name}.log'), 'a') as log:
-        p = subprocess.run([python, 'bench_gpu.py', '--steps', *job.steps, '--budget', str(budget), '--out', check,
-                            '--scratch', os.path.join(check, 'scratch'), *check_args], cwd=HERE, stdout=log,
-                           stderr=subprocess.STDOUT)
+        cmd = [python, 'bench_gpu.py', '--steps', *(steps or job.steps), '--budget', str(budget), '--out', check,
+               '--scratch', os.path.join(check, 'scratch'), *check_args]
+        p = subprocess.run(cmd, cwd=HERE, stdout=log, stderr=subprocess.STDOUT)
     shutil.rmtree(os.path.join(check, 'scratch'), ignore_errors=True)
     record = dict(job=job.name, estimate_s=job.estimate_s, runs=1, retried_eagerly=[], finished=[], unfinished=[])
     try:
