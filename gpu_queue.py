@@ -326,22 +326,23 @@ def run_check(job, out, deadline, python, scratch, check_args=(), steps=()):
     """A check job: `bench_gpu.py --steps ...` within its estimate and a quarter (each step is time-boxed too) or the
     time to the deadline, its results.json, results.md and log.txt packed into out/runs.tar.gz as
     results/gpu_check/<date>_<gpu>_<commit>_<job>/."""
-    t0 = time.monotonic()
+    t0, steps_run = time.monotonic(), steps or job.steps
     check = os.path.join(scratch, f'check_{job.name}')
     stage = os.path.join(scratch, 'packed')
     os.makedirs(os.path.join(stage, 'logs'), exist_ok=True)
     budget = max(1, int(min(deadline - time.monotonic(), 1.25 * job.estimate_s)))
     with open(os.path.join(stage, 'logs', f'{job.name}.log'), 'a') as log:
-        cmd = [python, 'bench_gpu.py', '--steps', *(steps or job.steps), '--budget', str(budget), '--out', check,
+        cmd = [python, 'bench_gpu.py', '--steps', *steps_run, '--budget', str(budget), '--out', check,
                '--scratch', os.path.join(check, 'scratch'), *check_args]
         p = subprocess.run(cmd, cwd=HERE, stdout=log, stderr=subprocess.STDOUT)
     shutil.rmtree(os.path.join(check, 'scratch'), ignore_errors=True)
     record = dict(job=job.name, estimate_s=job.estimate_s, runs=1, retried_eagerly=[], finished=[], unfinished=[])
     try:
         with open(os.path.join(check, 'results.json')) as f:
-            env = json.load(f)['steps'].get('env', {})
+            ran = json.load(f)['steps']
     except (OSError, ValueError, KeyError):
-        env = {}
+        ran = {}
+    env = ran.get('env', {})
     gpu = re.search(r'[A-Z]\d{2,4}', env.get('gpu') or '')
     name = '_'.join([time.strftime('%Y-%m-%d'), gpu[0].lower() if gpu else env.get('device', 'unknown'),
                      env.get('commit') or 'nocommit', job.name])
@@ -355,7 +356,9 @@ def run_check(job, out, deadline, python, scratch, check_args=(), steps=()):
         record['finished'] = [f'gpu_check/{name}']
     else:
         record['unfinished'] = [f'gpu_check/{name}']
-    record.update(wall_s=round(time.monotonic() - t0, 1), status='done' if p.returncode == 0 else 'failed')
+    ok = p.returncode == 0 and all(ran.get(s, {}).get('status') == 'ok' for s in steps_run)
+    record.update(wall_s=round(time.monotonic() - t0, 1), status='done' if ok else 'failed',
+                  steps={s: ran.get(s, {}).get('status', 'not run') for s in steps_run})
     return record
 
 
