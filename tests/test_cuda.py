@@ -203,7 +203,8 @@ def run(script, *args):
 
 
 def test_train_resume_sample_and_analyze_on_cuda(tmp_path):
-    """The defaults a GPU user gets: device and dtype auto (bf16 on Ampere or newer), torch.compile on."""
+    """The defaults a GPU user gets: device and dtype auto (bf16 on Ampere or newer), torch.compile on, the step and
+    eval forward graphed (cuda_graph auto)."""
     dataset.ensure_data('shakespeare_char')
     out = str(tmp_path / 'run')
     tiny = ['configs/diff_sym_3L.py', '--n_embd=64', '--n_head=4', '--block_size=64', '--batch_size=8',
@@ -211,7 +212,7 @@ def test_train_resume_sample_and_analyze_on_cuda(tmp_path):
             '--dropout=0.2']
     run('train.py', *tiny, '--max_iters=10', '--lr_decay_iters=20')
     s = json.load(open(os.path.join(out, 'summary.json')))
-    assert s['device'].startswith('cuda') and s['compile'] is True
+    assert s['device'].startswith('cuda') and s['compile'] is True and s['cuda_graph'] is True
     assert s['dtype'] == ('bfloat16' if torch.cuda.is_bf16_supported() else 'float16')
     run('train.py', *tiny, '--max_iters=20', '--lr_decay_iters=20', '--init_from=resume')
     s = json.load(open(os.path.join(out, 'summary.json')))
@@ -234,7 +235,8 @@ def graph_run(tmp_path, name, *args):
     out = str(tmp_path / name)
     run('train.py', 'configs/nanogpt_3L.py', '--n_embd=64', '--n_head=4', '--block_size=64', '--batch_size=8',
         '--eval_interval=10', '--eval_iters=3', '--log_interval=1', '--warmup_iters=2', '--max_iters=20',
-        '--lr_decay_iters=20', '--dtype=float32', '--compile=False', f'--out_dir={out}', *args)
+        '--lr_decay_iters=20', '--dtype=float32', '--compile=False', '--cuda_graph=False', f'--out_dir={out}',
+        *args)  # eager unless args say --cuda_graph=True (auto would graph the eager runs too)
     return out
 
 
