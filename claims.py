@@ -79,7 +79,7 @@ NEEDS = dict(
 @dataclass(frozen=True)
 class Test:
     claim: int        # CLAIMS' number; 0: a control the claims do not predict
-    folder: str       # results/<sweep>: a one-line change points the row at a rerun
+    folder: object    # results/<sweep>: a one-line change points the row at a rerun; a tuple: folders pooled by seed
     depth: str
     a: str            # reference A and variant B (sweep.py's names): the row measures B - A, paired by seed
     b: str
@@ -98,7 +98,9 @@ AN, AN2 = 'results/shakespeare_cpu_long_leak_after_norm', 'results/shakespeare_c
 TN, TN2 = 'results/shakespeare_cpu_long_leak_time_norm', 'results/shakespeare_cpu_long_leak_time_norm_dropout0.2'
 NC, NC2 = 'results/shakespeare_cpu_long_noncausal', 'results/shakespeare_cpu_long_noncausal_dropout0.2'
 DROP = 'results/shakespeare_cpu_long_dropout0.2'
-BB, ND = 'results/bigram_backcopy_sink', 'results/needle_distractors_retrieval'
+# Bigram-Backcopy: seeds 1-5, and seeds 6-10 in a sweep of their own (another machine), pooled by seed
+BB = ('results/bigram_backcopy_sink', 'results/bigram_backcopy_sink_seeds6-10')
+ND = 'results/needle_distractors_retrieval'
 TESTS = [
     # claim 1: Diff against the baseline
     Test(1, CPU, '3L', 'nanogpt', 'diff', 'val', 'not <0', readme=True),
@@ -210,11 +212,30 @@ _RUNS = {}
 
 
 def runs_of(folder):
-    """report.load_runs of a committed folder, once; None where it is not there."""
+    """report.load_runs of a committed folder, once; None where it is not there. A tuple of folders: the runs of
+    those committed, pooled by seed (a sweep continued in a folder of its own); a seed of a cell in two of them is an
+    error, since it would count one seed twice."""
+    if isinstance(folder, tuple):
+        pooled = {}
+        for part in filter(None, map(runs_of, folder)):
+            for key, cell in part.items():
+                into = pooled.setdefault(key, {k: [] for k in cell})
+                twice = {s['_seed'] for s in into['ok']} & {s['_seed'] for s in cell['ok']}
+                if twice:
+                    raise SystemExit(f"claims.py: seed {min(twice)} of {key[0]} {key[1]} is in two of {folder}: "
+                                     f"pooled folders must hold different seeds")
+                for k in into:
+                    into[k] += cell[k]
+        return pooled or None
     path = os.path.join(HERE, folder)
     if folder not in _RUNS:
         _RUNS[folder] = load_runs(path) if os.path.isdir(path) else None
     return _RUNS[folder]
+
+
+def folders(t):
+    """The folders a row reads."""
+    return t.folder if isinstance(t.folder, tuple) else (t.folder,)
 
 
 def read(s, file, fn):
@@ -270,7 +291,7 @@ def measure(t):
 def setting(t):
     """What the row's runs are, from their configs: the folder, depth, steps and dropout."""
     runs = runs_of(t.folder)
-    name = f'`{os.path.basename(t.folder)}` {t.depth}'
+    name = ' + '.join(f'`{os.path.basename(f)}`' for f in folders(t)) + f' {t.depth}'
     ok = [s for v in (t.a, t.b) for s in finished((runs or {}).get((v, t.depth), dict(ok=[])))]
     if not ok:
         return name
@@ -327,12 +348,13 @@ def claims_table(results):
 def claims_md(results):
     claims = ['| # | claim (seed note) | the seed\'s number | published elsewhere (`docs/anchors.md`) |', '|---|---|---|---|']
     claims += [f'| {n} | {c} | {s} | {a} |' for n, (c, s, a) in CLAIMS.items()]
-    commands = sorted({t.folder for t in TESTS})
+    commands = sorted({f for t in TESTS for f in folders(t)})
     return '\n'.join([
         "# The seeds' claims, tested",
         '',
         "Rendered by `python claims.py` from the claims as data (`claims.py`'s `TESTS`) and the committed runs; do "
-        'not edit by hand (`tests/test_report.py` re-renders it and compares). Each row reads one results folder: '
+        'not edit by hand (`tests/test_report.py` re-renders it and compares). Each row reads one results folder '
+        '(or several joined by +, whose seeds are pooled: a sweep continued in a folder of its own): '
         'B − A of one measure, paired by seed (seed s gives both variants the same batches in the same order). How '
         'each folder was run, and its tables: its `results.md`; what the seed notes were and how their table can '
         'have come about: `seed_table_explained.md`.',

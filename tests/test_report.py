@@ -731,10 +731,34 @@ def test_claims_verdict_rule(tmp_path, monkeypatch):
     assert claims.row_cells(r)[-1] == 'not measured under the current code'
     # the precondition drops the baseline's seeds without a sink: on the committed Bigram-Backcopy runs, seed 2's
     # layer 2 has first-token attention below 0.3
-    r = claims.measure(claims.Test(5, claims.BB, '2L', 'bb_nanogpt', 'bb_softmax1', 'first_token_L2', '<0', 'sink_L2',
-                                   halves=True))
+    r = claims.measure(claims.Test(5, 'results/bigram_backcopy_sink', '2L', 'bb_nanogpt', 'bb_softmax1',
+                                   'first_token_L2', '<0', 'sink_L2', halves=True))
     assert r['dropped'] == [2] and r['seeds'] == [1, 3, 4, 5]
     assert all(r['a'][s] > claims.SINK for s in r['seeds']) and r['a'][2] <= claims.SINK
+
+
+def test_a_row_pools_the_seeds_of_several_folders_and_refuses_a_seed_twice(tmp_path):
+    """A sweep continued in a folder of its own (seeds 6-10 on another machine) is pooled with the first by seed: the
+    row's paired seeds are both folders' together; a folder not committed yet adds nothing; a seed in two folders
+    would be counted twice and is refused."""
+    import claims
+    claims._RUNS.clear()
+
+    def runs(folder, seeds, gap):
+        for v, base in (('sym', 2.0), ('diff_sym', 2.0 + gap)):
+            for s in seeds:
+                d = tmp_path / folder / f'{v}_3L_s{s}'
+                d.mkdir(parents=True)
+                (d / 'summary.json').write_text(json.dumps(dict(config=dict(seed=s, max_iters=10, dropout=0.0),
+                                                                final_val_loss=base + 0.01 * s)))
+        return str(tmp_path / folder)
+    first, more = runs('a', [1, 2], -0.1), runs('b', [6], -0.12)
+    r = claims.measure(claims.Test(2, (first, more, str(tmp_path / 'absent')), '3L', 'sym', 'diff_sym', 'val', '<0'))
+    assert r['seeds'] == [1, 2, 6] and r['b'][6] - r['a'][6] == pytest.approx(-0.12)
+    assert claims.verdict(r) == 'supported' and '`a` + `b` + `absent` 3L' in claims.setting(r['test'])
+    twice = runs('c', [2], -0.1)
+    with pytest.raises(SystemExit, match='seed 2 of (diff_)?sym 3L is in two of'):
+        claims.runs_of((first, twice))
 
 
 def test_machine_label_reads_what_train_py_records():
