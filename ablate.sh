@@ -21,7 +21,9 @@
 #
 # Environment:
 #   PROFILE   full | cpu | cpu_long | demo | gpt2 | sink | retrieval | seed_pipeline  (default full where torch
-#                                              sees a GPU; without one, say which. seed_pipeline: the seed author's
+#                                              sees a GPU; without one, say which. On a GPU every run is CUDA graphs
+#                                              where it can be (train.py's cuda_graph auto); full and seed_pipeline
+#                                              without torch.compile. seed_pipeline: the seed author's
 #                                              loop, an epoch's worth of windows, 35,000 steps (a GPU job).
 #                                              gpt2: configs/<variant>_124M.py on data/fineweb, with
 #                                              the configs' own 2.5B-token schedule; sweep fineweb_gpt2. sink:
