@@ -47,7 +47,7 @@ from output import write_json, write_text
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 # (step, seconds it needs at least, seconds it may take at most), most important first
-STEPS = [('env', 10, 60), ('floor', 10, 60), ('graph_tests', 60, 220), ('alone', 60, 200), ('eval', 30, 120),
+STEPS = [('env', 10, 60), ('floor', 10, 60), ('graph_tests', 60, 300), ('alone', 60, 200), ('eval', 30, 120),
          ('cuda_tests', 60, 200), ('gpt2_nanogpt', 60, 150), ('gpt2_diff', 60, 150), ('jobs', 90, 240)]
 
 # the seed's 3-layer model and schedule (configs/base_shakespeare_char.py, ablate.sh PROFILE=full)

@@ -119,7 +119,8 @@ def seed_pipeline(seed):
 QUEUE = (
     # the current code's sanity, first: its CUDA graph tests (every model a sweep runs captured and replayed against
     # its eager steps, tests/test_cuda.py) and one evaluation of the seed's schedule one batch a forward and grouped.
-    # Basis: the graph tests took 99 s (H200, 09c4cb4) before the 44 capture tests, in-process, a few seconds each
+    # Basis: the graph tests took 118 s (H200, 09c4cb4) before the 44 capture tests (in-process, about a second
+    # each, unmeasured); the check stops the job at 1.25x its estimate, and the graph tests' step at 300 s
     Job('sanity', "the code every job runs: its CUDA graph tests and the grouped evaluation's equal loss", 240, (),
         ('env', 'graph_tests', 'eval')),
     Job('leak_cells_dropout0.2', "rows 2-4 under the masking bugs at the seed's dropout, one rule and format, 3 seeds",
