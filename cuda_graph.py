@@ -1,27 +1,26 @@
 """
-cuda_graph=True: train.py's step and its eval forward recorded once as CUDA graphs and replayed, so that a small
-model's step costs one launch instead of hundreds (results/bench_gpu.md measures what it buys).
+CUDA graphs (cuda_graph: auto where they can run, or True): train.py's step and its eval forward recorded once and
+replayed, so that a small model's step costs one launch instead of hundreds (results/bench_gpu.md measures it).
 """
 import torch
 
 
 def cuda_graph_refusal(cfg, env):
     """Why this run's step cannot be recorded once and replayed, or None: cuda_graph=True is refused with it before any
-    work, and cuda_graph=None (auto) runs eagerly for it."""
-    why = None
+    work, and cuda_graph=None (auto) runs eagerly for it, the start line saying why."""
     if env.device_type != 'cuda':
-        why = f"needs a CUDA device (this run is on {env.device}); drop --cuda_graph"
-    elif env.ddp:
-        why = ("runs one process per GPU (DDP's all-reduce is not captured); run seeds side by side with "
-               "ablate.sh's JOBS instead")
-    elif cfg['optimizer'] != 'adamw':
-        why = "needs AdamW (capturable=True); OrthoAdam's step is not captured"
-    elif env.dtype == 'float16':
-        why = ("cannot replay float16's GradScaler (its overflow check reads the device); use dtype=float32, or "
-               "bfloat16 on a GPU that has it")
-    elif env.compile and cfg['compile_mode'] in ('reduce-overhead', 'max-autotune'):
-        why = f"and compile_mode={cfg['compile_mode']!r} both make CUDA graphs; use one of them"
-    return why
+        return f"not a CUDA device (this run is on {env.device})"
+    if env.ddp:
+        return ("DDP's all-reduce is not captured; graphed runs take one process a GPU (ablate.sh's JOBS runs seeds "
+                "side by side)")
+    if cfg['optimizer'] != 'adamw':
+        return "OrthoAdam's step is not captured (a graph needs AdamW with capturable=True)"
+    if env.dtype == 'float16':
+        return ("float16's GradScaler cannot be replayed (its overflow check reads the device); dtype=float32, or "
+                "bfloat16 on a GPU that has it, can")
+    if env.compile and cfg['compile_mode'] in ('reduce-overhead', 'max-autotune'):
+        return f"compile_mode={cfg['compile_mode']!r} makes CUDA graphs of its own; use one of the two"
+    return None
 
 
 class CudaGraphs:

@@ -46,7 +46,8 @@ SMALL = ('summary.json', 'log.jsonl', 'analysis.json', 'needle_eval.json')
 CHECK = ('results.json', 'results.md', 'log.txt')  # what a check job brings back, into results/gpu_check/<name>/
 # the code a check job checks: a committed check at a commit where these equal the tree's holds for the tree
 CODE = ('model.py', 'train.py', 'cuda_graph.py', 'dataset.py', 'processes.py', 'config.py', 'hardware.py',
-        'rundir.py', 'checkpoint.py', 'orthoadam.py', 'output.py', 'tests/test_cuda.py')
+        'rundir.py', 'checkpoint.py', 'orthoadam.py', 'output.py', 'tests/test_cuda.py', 'bench_gpu.py', 'ablate.sh',
+        'sweep.py')
 
 
 @dataclass(frozen=True)
@@ -120,8 +121,8 @@ QUEUE = (
     # the current code's sanity, first: its CUDA graph tests (every model a sweep runs captured and replayed against
     # its eager steps, tests/test_cuda.py) and one evaluation of the seed's schedule one batch a forward and grouped.
     # Basis: the graph tests took 118 s (H200, 09c4cb4) before the 44 capture tests (in-process, about a second
-    # each, unmeasured); the check stops the job at 1.25x its estimate, and the graph tests' step at 300 s
-    Job('sanity', "the code every job runs: its CUDA graph tests and the grouped evaluation's equal loss", 240, (),
+    # each, unmeasured); the job may take 1.25x its estimate, 375 s: env, the graph tests' 300 s at most, and eval
+    Job('sanity', "the code every job runs: its CUDA graph tests and the grouped evaluation's equal loss", 300, (),
         ('env', 'graph_tests', 'eval')),
     Job('leak_cells_dropout0.2', "rows 2-4 under the masking bugs at the seed's dropout, one rule and format, 3 seeds",
         300, leak_cells()),
@@ -160,7 +161,7 @@ def missing(job, results=RESULTS):
     """The runs of job that results/ does not hold (no committed summary.json), as sweep/run names; for a check job,
     its steps where no committed check holds them for this code."""
     if job.steps:
-        return [] if checked(job, results) else [f"gpu_check: {' '.join(job.steps)}"]
+        return [] if checked(job, results) else [f"gpu_check: {' '.join(job.steps)}"]  # a failed check: a person's
     out = []
     for launch in job.launches:
         for d in runs_of(launch, results):
@@ -170,23 +171,34 @@ def missing(job, results=RESULTS):
 
 
 def checked(job, results=RESULTS):
-    """Whether a committed results/gpu_check/*/results.json (a GPU's, not a dry run's) has every step of job ok, run
-    at a commit whose CODE is this tree's (git diff against the working tree; without git, never)."""
+    """'ok' where a committed results/gpu_check/*/results.json (a GPU's, not a dry run's, from a clean tree) has every
+    step of job ok, run at a commit whose CODE is this tree's (git diff against the working tree; without git, never);
+    'failed: <folder>' where one at such a commit ran every step to its end and one failed (run again, it would fail
+    again and cost a loan the same time: a person looks first); else None, and the job is pending."""
+    failed = None
     for path in sorted(glob.glob(os.path.join(results, 'gpu_check', '*', 'results.json'))):
         with open(path) as f:
             res = json.load(f)
         steps = res.get('steps', {})
-        commit = steps.get('env', {}).get('commit')
-        if (commit and not res.get('mode', '').startswith('dry-run') and steps['env'].get('device') == 'cuda'
-                and all(steps.get(s, {}).get('status') == 'ok' for s in job.steps if s != 'env')):
-            try:
-                same = subprocess.run(['git', 'diff', '--quiet', commit, '--', *CODE], cwd=HERE,
-                                      capture_output=True).returncode == 0
-            except OSError:
-                same = False
-            if same:
-                return True
-    return False
+        env = steps.get('env', {})
+        if (not env.get('commit') or env.get('dirty') or env.get('status', 'ok') != 'ok' or env.get('device') != 'cuda'
+                or res.get('mode', '').startswith('dry-run') or not same_code(env['commit'])):
+            continue
+        status = [steps.get(s, {}).get('status') for s in job.steps if s != 'env']
+        if all(s == 'ok' for s in status):
+            return 'ok'
+        if all(s in ('ok', 'failed', 'error') for s in status):  # ran to the end: not cut by time
+            failed = f"failed: {os.path.relpath(os.path.dirname(path), results)}"
+    return failed
+
+
+def same_code(commit):
+    """Whether CODE at commit is the working tree's."""
+    try:
+        return subprocess.run(['git', 'diff', '--quiet', commit, '--', *CODE], cwd=HERE,
+                              capture_output=True).returncode == 0
+    except OSError:
+        return False
 
 
 def pending(results=RESULTS):
@@ -335,7 +347,8 @@ def run_check(job, out, deadline, python, scratch, check_args=(), steps=()):
     with open(os.path.join(stage, 'logs', f'{job.name}.log'), 'a') as log:
         cmd = [python, 'bench_gpu.py', '--steps', *steps_run, '--budget', str(budget), '--out', check,
                '--scratch', os.path.join(check, 'scratch'), *check_args]
-        p = subprocess.run(cmd, cwd=HERE, stdout=log, stderr=subprocess.STDOUT)
+        p = subprocess.Popen(cmd, cwd=HERE, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        wait_all([p], time.monotonic() + budget + 30)  # its own budget, and then SIGTERM to it and its steps
     shutil.rmtree(os.path.join(check, 'scratch'), ignore_errors=True)
     record = dict(job=job.name, estimate_s=job.estimate_s, runs=1, retried_eagerly=[], finished=[], unfinished=[])
     try:
@@ -345,18 +358,18 @@ def run_check(job, out, deadline, python, scratch, check_args=(), steps=()):
         ran = {}
     env = ran.get('env', {})
     gpu = re.search(r'[A-Z]\d{2,4}', env.get('gpu') or '')
-    name = '_'.join([time.strftime('%Y-%m-%d'), gpu[0].lower() if gpu else env.get('device', 'unknown'),
-                     env.get('commit') or 'nocommit', job.name])
+    name = '_'.join([time.strftime('%Y-%m-%d_%H%M%S'), gpu[0].lower() if gpu else env.get('device', 'unknown'),
+                     env.get('commit') or 'nocommit', job.name])  # two loans of a day at one commit: two folders
     if os.path.exists(os.path.join(check, 'results.json')):
         dst = os.path.join(stage, 'results', 'gpu_check', name)
         os.makedirs(dst, exist_ok=True)
         for f in CHECK:
             if os.path.exists(os.path.join(check, f)):
                 shutil.copyfile(os.path.join(check, f), os.path.join(dst, f))
-        Packer(scratch, out, {}, stage).write()
         record['finished'] = [f'gpu_check/{name}']
     else:
         record['unfinished'] = [f'gpu_check/{name}']
+    Packer(scratch, out, {}, stage).write()  # also without results: its log says why
     ok = p.returncode == 0 and all(ran.get(s, {}).get('status') == 'ok' for s in steps_run)
     record.update(wall_s=round(time.monotonic() - t0, 1), status='done' if ok else 'failed',
                   steps={s: ran.get(s, {}).get('status', 'not run') for s in steps_run})
@@ -412,7 +425,7 @@ def main(argv):
     if argv[:1] == ['list']:
         for job in QUEUE:
             n = sum(len(runs_of(lc, RESULTS)) for lc in job.launches)
-            held = (f"{'checked' if checked(job) else 'to check':>12s}" if job.steps else
+            held = (f"{checked(job) or 'to check':>12s}" if job.steps else
                     f"{n - len(missing(job)):3d}/{n:<3d} runs held")
             print(f"{job.name:24s} {held}, about {job.estimate_s:4d} s: {job.why}")
         return 0

@@ -156,7 +156,8 @@ def setup_processes(cfg):
     # before the process group: a refusal leaves nothing to tear down
     env.cuda_graph_why = cuda_graph_refusal(cfg, env) or ''
     if cfg['cuda_graph'] and env.cuda_graph_why:
-        raise ValueError(f"config: cuda_graph=True {env.cuda_graph_why}")
+        raise ValueError(f"config: cuda_graph=True cannot run here: {env.cuda_graph_why}"
+                         + ("; drop --cuda_graph" if env.device_type != 'cuda' else ''))
     env.cuda_graph = cfg['cuda_graph'] is not False and not env.cuda_graph_why  # None (auto): wherever it can be
     if ddp:
         # every rank evaluates its share, but rank 0 writes checkpoints while the others wait in the next step's

@@ -105,7 +105,8 @@ DEFAULT_VARIANTS = 'nanogpt diff sym diff_sym norm_sym gated softmax1 diff_gated
 PROFILES = dict(
     # the seed notes' schedule: a GPU job. Without torch.compile: a GPU runs these small models as CUDA graphs
     # (train.py's cuda_graph auto), 1.96 ms a 3-layer step against 1.35 compiled too (H200, results/bench_gpu.md),
-    # which saves 3 s of a 5000-step run and costs 40-60 s of compiling a process
+    # which saves 3 s of a 5000-step run and costs 40-60 s of compiling a process. An fp16 GPU (no bf16) cannot be
+    # graphed: there these runs are eager
     full=Profile('--max_iters=5000 --lr_decay_iters=5000 --warmup_iters=100 --dropout=0.2 --eval_interval=250 '
                  '--eval_iters=200 --log_interval=10 --compile=False', '3L 6L 8L'),
     cpu=Profile('--max_iters=150 --lr_decay_iters=150 --warmup_iters=15 --dropout=0.0 --eval_interval=50 '

@@ -122,26 +122,32 @@ def test_collect_never_overwrites_a_different_run(tmp_path):
 
 
 def test_a_check_job_is_held_by_a_committed_gpu_check_of_the_same_code(tmp_path):
-    """The sanity job is held where a GPU's check at a commit with this tree's model and trainer code passed its
-    steps; a check at an older commit (another train.py), a failed step or a dry run hold nothing."""
+    """The sanity job is held where a GPU's check of a clean tree, at a commit with this tree's model, trainer and
+    check code, passed its steps; one that ran every step and failed one holds it too, as failed, for a person (run
+    again, it would cost the next loan as much); a check at an older commit, of a dirty tree, cut by its time, or a
+    dry run holds nothing."""
     sanity = gpu_queue.QUEUE[0]
-    head = subprocess.run(['git', 'rev-parse', 'HEAD'], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(['git', 'diff', '--quiet', 'HEAD', '--', *gpu_queue.CODE], cwd=ROOT).returncode
     git = lambda *a: subprocess.run(['git', *a], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    head = git('rev-parse', 'HEAD')
     older = git('rev-parse', git('log', '-1', '--format=%H', '--', *gpu_queue.CODE) + '~1')  # before the last change
+    clean = subprocess.run(['git', 'diff', '--quiet', 'HEAD', '--', *gpu_queue.CODE], cwd=ROOT).returncode == 0
 
-    def write(name, commit, status='ok', mode='queue', device='cuda'):
+    def write(name, commit, graph='ok', mode='queue', device='cuda', dirty=False):
         d = tmp_path / 'gpu_check' / name
         d.mkdir(parents=True)
-        steps = dict(env=dict(commit=commit[:7], device=device), graph_tests=dict(status=status),
-                     eval=dict(status='ok'))
+        steps = dict(env=dict(commit=commit[:7], device=device, dirty=dirty, status='ok'),
+                     graph_tests=dict(status=graph), eval=dict(status='ok'))
         (d / 'results.json').write_text(json.dumps(dict(mode=mode, steps=steps)))
     write('a', older)
-    write('b', head, status='failed')
     write('c', head, mode='dry-run check', device='cpu')
-    assert not gpu_queue.checked(sanity, str(tmp_path)) and gpu_queue.missing(sanity, str(tmp_path))
+    write('e', head, dirty=True)
+    write('t', head, graph='timed out')
+    assert gpu_queue.checked(sanity, str(tmp_path)) is None and gpu_queue.missing(sanity, str(tmp_path))
+    write('b', head, graph='failed')
+    assert gpu_queue.checked(sanity, str(tmp_path)) == ('failed: gpu_check/b' if clean else None)
     write('d', head)
-    assert gpu_queue.checked(sanity, str(tmp_path)) is (dirty == 0)  # an uncommitted change to the code: not held
+    assert gpu_queue.checked(sanity, str(tmp_path)) == ('ok' if clean else None)  # an uncommitted change: not held
+    assert gpu_queue.missing(sanity, str(tmp_path)) == ([] if clean else ['gpu_check: env graph_tests eval'])
 
 
 def test_the_queue_skips_the_runs_results_holds():

@@ -107,19 +107,22 @@ def test_compile_on_cuda_equals_eager(variant):
 
 
 def sweep_models():
-    """Every model a sweep runs (ablate.sh's variants under every profile and ARCH, configs/<variant>_<depth>.py at
-    its smallest depth) and the seed's five under each masking bug (LEAK=, time_norm: Diff's own), as (name, model
-    keys, optimizer)."""
+    """Every model a sweep or config runs (ablate.sh's variants under every profile and ARCH, each
+    configs/<variant>_<depth>.py at its smallest depth in layers, the needle configs with diffv2) and the seed's five
+    under each masking bug (LEAK=, time_norm: Diff's own), as (name, model keys, optimizer)."""
     import glob
     import re
     from config import MODEL_KEYS, parse_config
     from sweep import LEAKS
-    runs, seen = [], set()
-    for path in sorted(glob.glob(os.path.join(ROOT, 'configs', '*_*.py'))):
-        m = re.match(r'(.+)_(\d+L|124M)\.py$', os.path.basename(path))
-        if m and m[1] not in seen:
-            seen.add(m[1])
-            runs.append((m[1], [path]))
+    smallest = {}  # each variant's config at its smallest depth in layers (3L before 6L; 124M only where alone)
+    for path in glob.glob(os.path.join(ROOT, 'configs', '*.py')):
+        m = re.match(r'(.+)_(\d+)(L|M)\.py$|(needle_.+)\.py$', os.path.basename(path))
+        if m:
+            key = (m[3] == 'M', int(m[2])) if m[1] else (False, 0)
+            name = m[1] or m[4]
+            if name not in smallest or key < smallest[name][0]:
+                smallest[name] = (key, path)
+    runs = [(name, [path]) for name, (_, path) in sorted(smallest.items())]
     for leak in LEAKS:
         for v in ('diff', 'diff_sym') if leak == 'time_norm' else ('nanogpt', 'diff', 'sym', 'diff_sym', 'norm_sym'):
             runs.append((f'{v}+{leak}', [os.path.join(ROOT, 'configs', f'{v}_3L.py'), '--causal=False',

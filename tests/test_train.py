@@ -565,7 +565,8 @@ def test_ddp_ranks_train_in_rank0s_dtype(tmp_path):
 def test_cuda_graph_refuses_what_a_replay_cannot_do_and_auto_runs_eagerly_there(tmp_path):
     """cuda_graph=True is refused with the reason where a replay cannot run; None (auto, the default) runs eagerly
     there and says why on a GPU; on a CPU it is off and summary.json says so."""
-    with pytest.raises(ValueError, match=r"cuda_graph=True needs a CUDA device \(this run is on cpu\)"):
+    with pytest.raises(ValueError, match=r"cuda_graph=True cannot run here: not a CUDA device \(this run is on cpu\); "
+                                         r"drop --cuda_graph"):
         train.main([*TINY, f'--out_dir={tmp_path / "o"}', '--cuda_graph=True'])
     assert not (tmp_path / 'o').exists()
     with pytest.raises(ValueError, match=r"compile_mode='fast' must be one of"):
@@ -577,8 +578,8 @@ def test_cuda_graph_refuses_what_a_replay_cannot_do_and_auto_runs_eagerly_there(
     assert cuda_graph.cuda_graph_refusal(cfg, processes.Env(**gpu)) is None  # one GPU, AdamW, bf16: captured
     for over, env_over, why in [({}, dict(ddp=True, world=2), "DDP"), (dict(optimizer='orthoadam'), {}, "AdamW"),
                                 ({}, dict(dtype='float16'), "GradScaler"),
-                                (dict(compile_mode='reduce-overhead'), dict(compile=True), "use one of them"),
-                                ({}, dict(device='cpu', device_type='cpu'), "needs a CUDA device")]:
+                                (dict(compile_mode='reduce-overhead'), dict(compile=True), "use one of the two"),
+                                ({}, dict(device='cpu', device_type='cpu'), "not a CUDA device")]:
         assert why in cuda_graph.cuda_graph_refusal(dict(cfg, **over), processes.Env(**dict(gpu, **env_over)))
     assert train.main([*TINY, f'--out_dir={tmp_path / "auto"}', '--max_iters=2', '--eval_interval=2']) == 0
     assert json.load(open(tmp_path / 'auto' / 'summary.json'))['cuda_graph'] is False
@@ -595,14 +596,18 @@ class NoStop:
     ('shakespeare_char', dict(attn='cosine', symmetric=True)),
     ('shakespeare_char', dict(softmax1=True, leak='off_by_one', causal=False)),
     ('shakespeare_char', dict(gate='elementwise', dropout=0.2)),  # dropout: off in evaluation
-    ('bigram_backcopy', dict(attn='diff', leak='time_norm', causal=False)),  # records: targets at masked places only
+    ('bigram_backcopy', dict(attn='diff', leak='time_norm', causal=False)),  # records
+    ('needle', dict(attn='diffv2', n_kv_head=2)),  # records whose targets are the answers only (y = -1 elsewhere)
 ])
-def test_evaluation_in_groups_gives_the_loss_of_one_batch_at_a_time(data, over):
+def test_evaluation_in_groups_gives_the_loss_of_one_batch_at_a_time(data, over, request):
     """estimate_loss with eval_group 1, 3 (7 batches: groups of 3, 3 and 1 filled up to 3) and 8 (one group of 7) gives,
     to fp32 rounding, the mean over eval_iters batches of the model's own mean loss on each (F.cross_entropy with
     ignore_index=-1): the number evaluation always gave. The leaks are in: none mixes batches (time_norm normalises
     over a sequence's positions)."""
-    dataset.ensure_data(data)
+    if data == 'needle':
+        data = str(request.getfixturevalue('small_needle'))  # conftest.py: records of 33 tokens
+    else:
+        dataset.ensure_data(data)
     args = ['--n_layer=2', '--n_head=2', '--n_embd=32', '--block_size=32', '--batch_size=4', '--device=cpu',
             '--dtype=float32', '--compile=False', f'--dataset={data}', '--eval_iters=7', '--seed=3']
     args += [f'--{k}={v}' for k, v in over.items()]
@@ -623,6 +628,8 @@ def test_evaluation_in_groups_gives_the_loss_of_one_batch_at_a_time(data, over):
         batches = train.eval_batches(cfg, env, splits, cfg['vocab_size'])
         assert [len(ks) for _, ks, _, _ in batches] == {1: [1] * 7, 3: [3, 3, 1], 8: [7]}[group] * 2
         assert all(X.shape[0] == 4 * max(len(k) for _, k, _, _ in batches) for _, _, X, _ in batches)
+        if data.endswith('needle'):  # masked targets: each batch's mean is over its own targets
+            assert all((Y == -1).any() and (Y != -1).any() for _, _, _, Y in batches)
         got = train.estimate_loss(cfg, env, model, batches, NoStop())
         assert got['train'] == pytest.approx(want[0], rel=2e-6) and got['val'] == pytest.approx(want[1], rel=2e-6)
 
