@@ -409,11 +409,6 @@ def step_alone(ctx):
         ctx.save(status='failed')
 
 
-class NoStop:
-    def poll(self):
-        return False
-
-
 def step_eval(ctx):
     """One evaluation of the seed's schedule (eval_iters=200 a split, the seed's 3-layer model, bf16) through
     train.py's estimate_loss, one batch a forward (eval_group=1) and eval_group's auto, eager and graphed (CUDA):
@@ -442,10 +437,10 @@ def step_eval(ctx):
             cfg['eval_group'] = group
             batches = train.eval_batches(cfg, env, data, cfg['vocab_size'])
             graphs = CudaGraphs(cfg, env) if graphed else None
-            train.estimate_loss(cfg, env, model, batches, NoStop(), graphs)  # warm-up (and capture)
+            train.estimate_loss(cfg, env, model, batches, graphs=graphs)  # warm-up (and capture)
             sync()
             t = time.perf_counter()
-            losses = train.estimate_loss(cfg, env, model, batches, NoStop(), graphs)
+            losses = train.estimate_loss(cfg, env, model, batches, graphs=graphs)
             sync()
             s = time.perf_counter() - t
             n = train.eval_group(cfg, env, cfg['vocab_size'])

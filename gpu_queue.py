@@ -262,12 +262,17 @@ class Packer:
         return out
 
     def write(self):
-        os.makedirs(self.stage, exist_ok=True)
-        tmp = os.path.join(self.out, f'.{self.TAR}.tmp')
-        with tarfile.open(tmp, 'w:gz') as tf:
-            for entry in sorted(os.listdir(self.stage)):
-                tf.add(os.path.join(self.stage, entry), arcname=entry)
-        os.replace(tmp, os.path.join(self.out, self.TAR))
+        pack(self.stage, self.out)
+
+
+def pack(stage, out):
+    """Everything in stage as out/runs.tar.gz, written whole and then renamed over the last one."""
+    os.makedirs(stage, exist_ok=True)
+    tmp = os.path.join(out, f'.{Packer.TAR}.tmp')
+    with tarfile.open(tmp, 'w:gz') as tf:
+        for entry in sorted(os.listdir(stage)):
+            tf.add(os.path.join(stage, entry), arcname=entry)
+    os.replace(tmp, os.path.join(out, Packer.TAR))
 
 
 def launch_all(launches, runs_dir, python, extra, log):
@@ -369,7 +374,7 @@ def run_check(job, out, deadline, python, scratch, check_args=(), steps=()):
         record['finished'] = [f'gpu_check/{name}']
     else:
         record['unfinished'] = [f'gpu_check/{name}']
-    Packer(scratch, out, {}, stage).write()  # also without results: its log says why
+    pack(stage, out)  # also without results: its log says why
     ok = p.returncode == 0 and all(ran.get(s, {}).get('status') == 'ok' for s in steps_run)
     record.update(wall_s=round(time.monotonic() - t0, 1), status='done' if ok else 'failed',
                   steps={s: ran.get(s, {}).get('status', 'not run') for s in steps_run})

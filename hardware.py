@@ -149,11 +149,6 @@ def peak(device, dtype):
                             f"{entry['measured']}, kept in {cpu_peak_path()}")
 
 
-def peak_flops(device, dtype):
-    """peak()'s figure alone."""
-    return peak(device, dtype)[0]
-
-
 def cpu_peak_path():
     """The per-user cache of CPU peaks: $XDG_CACHE_HOME (else ~/.cache)/attn-gpt/cpu_peak_flops.json."""
     cache = os.environ.get('XDG_CACHE_HOME') or os.path.join(os.path.expanduser('~'), '.cache')

@@ -307,11 +307,11 @@ def batch_losses(env, model, X, Y, n):
 
 
 @torch.no_grad()
-def estimate_loss(cfg, env, model, batches, stop, graphs=None, progress=lambda done, total: None):
+def estimate_loss(cfg, env, model, batches, stop=None, graphs=None, progress=lambda done, total: None):
     """Mean loss over eval_iters batches per split (eval_batches(): the same batches at every eval, less noise
     between evals), each batch's mean kept apart, so the number is that of eval_iters forwards of one batch whatever
     eval_group is. Under DDP one all-reduce gathers the ranks' batches, so the mean is the same as one process's.
-    None when a stop was asked for during it (polled once per group, as often on every rank)."""
+    None when a stop was asked for during it (polled once per group, as often on every rank; stop None: none)."""
     model.eval()
     try:
         losses = torch.zeros(2, cfg['eval_iters'], device=env.device)  # filled on the device: no sync per batch
@@ -325,7 +325,7 @@ def estimate_loss(cfg, env, model, batches, stop, graphs=None, progress=lambda d
                 losses[split_id, ks.start:ks.stop:ks.step] = each[:len(ks)]
             done += len(ks) * env.world
             progress(min(done, total), total)
-            if stop.poll():
+            if stop is not None and stop.poll():
                 return None
         if env.ddp:
             dist.all_reduce(losses)  # each batch's loss is nonzero on one rank only

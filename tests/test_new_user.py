@@ -256,14 +256,14 @@ def test_a_cpus_mfu_peak_is_the_highest_timed_on_the_machine_and_named(tmp_path,
     timings = iter([0.5e11, 1e11, 0.7e11, 9e11, 2e11, 1e11])  # busy first, then quiet, then busy again
     monkeypatch.setattr(hardware, 'time_matmul', lambda dtype: next(timings))
     monkeypatch.setattr(rundir, 'peak', hardware.peak)  # not the module's once-timed peak (conftest)
-    assert [hardware.peak_flops('cpu', 'float32') for _ in range(3)] == [0.5e11, 1e11, 1e11]
+    assert [hardware.peak('cpu', 'float32')[0] for _ in range(3)] == [0.5e11, 1e11, 1e11]
     threads = torch.get_num_threads()
     torch.set_num_threads(threads + 1)  # another thread count is another peak
     try:
-        assert hardware.peak_flops('cpu', 'float32') == 9e11
+        assert hardware.peak('cpu', 'float32')[0] == 9e11
     finally:
         torch.set_num_threads(threads)
-    assert hardware.peak_flops('cpu', 'float32') == 2e11  # this thread count's figure, raised
+    assert hardware.peak('cpu', 'float32')[0] == 2e11  # this thread count's figure, raised
     assert train.main([*TINY, f'--out_dir={tmp_path / "o"}', '--max_iters=2', '--eval_interval=2']) == 0
     s = json.load(open(tmp_path / 'o' / 'summary.json'))
     path = str(tmp_path / 'cache' / 'attn-gpt' / 'cpu_peak_flops.json')

@@ -585,11 +585,6 @@ def test_cuda_graph_refuses_what_a_replay_cannot_do_and_auto_runs_eagerly_there(
     assert json.load(open(tmp_path / 'auto' / 'summary.json'))['cuda_graph'] is False
 
 
-class NoStop:
-    def poll(self):
-        return False
-
-
 @pytest.mark.parametrize('data,over', [
     ('shakespeare_char', dict(attn='diff')),
     ('shakespeare_char', dict(attn='diff', symmetric=True, causal=False, leak='zero_future')),
@@ -630,7 +625,7 @@ def test_evaluation_in_groups_gives_the_loss_of_one_batch_at_a_time(data, over, 
         assert all(X.shape[0] == 4 * max(len(k) for _, k, _, _ in batches) for _, _, X, _ in batches)
         if data.endswith('needle'):  # masked targets: each batch's mean is over its own targets
             assert all((Y == -1).any() and (Y != -1).any() for _, _, _, Y in batches)
-        got = train.estimate_loss(cfg, env, model, batches, NoStop())
+        got = train.estimate_loss(cfg, env, model, batches)
         assert got['train'] == pytest.approx(want[0], rel=2e-6) and got['val'] == pytest.approx(want[1], rel=2e-6)
 
 
