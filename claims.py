@@ -11,14 +11,17 @@ makes the phenomenon present in a seed, checked on A's run of that seed: a seed 
 Pointing a row at a rerun is a change of its folder. A folder or a cell not committed renders as not measured.
 """
 import argparse
+import math
 import os
 import statistics
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+from scipy import stats
 
 import report
-from report import NAMES, NUMERICS, compare, finished, load_runs, provenance, run_file
-from sweep import VARIANTS
+from report import NAMES, NUMERICS, compare, computed_on, finished, load_runs, provenance, run_file
+from sweep import PROFILES, VARIANTS
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CLAIMS_MD = os.path.join(HERE, 'results', 'claims.md')
@@ -76,6 +79,30 @@ NEEDS = dict(
 )
 
 
+# What each selecting measure and precondition selects, and why: fixed here, before any further run. These were
+# chosen after Bigram-Backcopy's seeds 1-5 had been seen (results/sink_cpu.md), so each row that selects a layer or
+# drops seeds by a precondition is shown beside its unselected twin: the same comparison over all layers (TWIN: a
+# per-layer measure's all-layers one) and every seed.
+TWIN = dict(first_token_L1='first_token', first_token_L2='first_token')
+WHY = dict(
+    first_token_L1="layer 1 holds Bigram-Backcopy's copying head, which rests on the first token where it is not "
+                   "copying; a gate can close a head's output, so the gate's claim is read on that head",
+    first_token_L2="layer 2 holds the dormant head, which attends to the first token at every query; softmax-1 lets "
+                   "a head attend to nothing, so its claim is read on that head",
+    sink="Gu et al.'s sink head: mean attention to position 0 above 0.3 (docs/anchors.md); the claims are about "
+         "removing a sink, which a baseline without one cannot show",
+    sink_L1='the same threshold, on the head the measure reads (layer 1)',
+    sink_L2='the same threshold, on the head the measure reads (layer 2)',
+    outliers="Sun et al.'s massive activations at their lenient end, 100× the median; the claim is about removing "
+             "them",
+)
+
+# Parity claims ('=') are tested for equivalence: two one-sided tests of |B − A| < m. The margin for the val loss is
+# one unit of the last digit of the seed's own table, 0.01: it printed its losses to two decimals (0.69 against
+# 0.69), so "no gain" there means a difference below 0.01. Fixed from that table, not from any run here.
+MARGIN = dict(val=0.01)
+
+
 @dataclass(frozen=True)
 class Test:
     claim: int        # CLAIMS' number; 0: a control the claims do not predict
@@ -84,11 +111,12 @@ class Test:
     a: str            # reference A and variant B (sweep.py's names): the row measures B - A, paired by seed
     b: str
     metric: str       # METRICS
-    predicts: str     # the sign of B - A the claim predicts: '<0', '>0', or 'not <0' (no gain); '' for a control
+    predicts: str     # the sign of B - A the claim predicts: '<0', '>0', or '=' (parity: no gain, no loss, tested
+                      # for equivalence within ±MARGIN); '' for a control
     needs: str = ''   # NEEDS: A's seeds without it are dropped
     halves: bool = False  # also count the seeds where B <= A / 2 (a claim of "halves")
     worst: bool = False   # also count the seeds where B is the highest of the seed's five variants
-    readme: bool = False  # a row of README's "What we found" table too
+    of: int = 0           # a control's claim (claim 0): README's "What we found" names it in that claim's row
 
 
 CPU, GPU = 'results/shakespeare_cpu_long', 'results/shakespeare_full'
@@ -103,19 +131,19 @@ BB = ('results/bigram_backcopy_sink', 'results/bigram_backcopy_sink_seeds6-10')
 ND = 'results/needle_distractors_retrieval'
 TESTS = [
     # claim 1: Diff against the baseline
-    Test(1, CPU, '3L', 'nanogpt', 'diff', 'val', 'not <0', readme=True),
-    Test(1, GPU, '3L', 'nanogpt', 'diff', 'val', 'not <0', readme=True),
-    Test(1, GPU, '6L', 'nanogpt', 'diff', 'val', 'not <0'),
-    Test(1, GPU, '8L', 'nanogpt', 'diff', 'val', 'not <0'),
-    Test(1, DROP, '3L', 'nanogpt', 'diff', 'val', 'not <0'),
+    Test(1, CPU, '3L', 'nanogpt', 'diff', 'val', '='),
+    Test(1, GPU, '3L', 'nanogpt', 'diff', 'val', '='),
+    Test(1, GPU, '6L', 'nanogpt', 'diff', 'val', '='),
+    Test(1, GPU, '8L', 'nanogpt', 'diff', 'val', '='),
+    Test(1, DROP, '3L', 'nanogpt', 'diff', 'val', '='),
     # claim 2: Diff on top of Sym
-    Test(2, CPU, '3L', 'sym', 'diff_sym', 'val', '<0', readme=True),
-    Test(2, GPU, '3L', 'sym', 'diff_sym', 'val', '<0', readme=True),
+    Test(2, CPU, '3L', 'sym', 'diff_sym', 'val', '<0'),
+    Test(2, GPU, '3L', 'sym', 'diff_sym', 'val', '<0'),
     Test(2, GPU, '6L', 'sym', 'diff_sym', 'val', '<0'),
     Test(2, GPU, '8L', 'sym', 'diff_sym', 'val', '<0'),
     Test(2, DROP, '3L', 'sym', 'diff_sym', 'val', '<0'),
-    Test(2, ZF, '3L', 'sym', 'diff_sym', 'val', '<0', readme=True),
-    Test(2, ZF2, '3L', 'sym', 'diff_sym', 'val', '<0', readme=True),
+    Test(2, ZF, '3L', 'sym', 'diff_sym', 'val', '<0'),
+    Test(2, ZF2, '3L', 'sym', 'diff_sym', 'val', '<0'),
     Test(2, OBO, '3L', 'sym', 'diff_sym', 'val', '<0'),
     Test(2, OBO2, '3L', 'sym', 'diff_sym', 'val', '<0'),
     Test(2, AN, '3L', 'sym', 'diff_sym', 'val', '<0'),
@@ -124,8 +152,8 @@ TESTS = [
     Test(2, NC2, '3L', 'sym', 'diff_sym', 'val', '<0'),
     Test(2, ND, '2L', 'nd_sym', 'nd_diff_sym', 'needle_acc', '>0'),
     # claim 3: Norm+Sym against Sym, and whether it is the highest of the seed's five in each seed
-    Test(3, CPU, '3L', 'sym', 'norm_sym', 'val', '>0', worst=True, readme=True),
-    Test(3, GPU, '3L', 'sym', 'norm_sym', 'val', '>0', worst=True, readme=True),
+    Test(3, CPU, '3L', 'sym', 'norm_sym', 'val', '>0', worst=True),
+    Test(3, GPU, '3L', 'sym', 'norm_sym', 'val', '>0', worst=True),
     Test(3, GPU, '6L', 'sym', 'norm_sym', 'val', '>0', worst=True),
     Test(3, GPU, '8L', 'sym', 'norm_sym', 'val', '>0', worst=True),
     Test(3, DROP, '3L', 'sym', 'norm_sym', 'val', '>0', worst=True),
@@ -133,31 +161,31 @@ TESTS = [
     Test(3, ZF2, '3L', 'sym', 'norm_sym', 'val', '>0', worst=True),
     Test(3, OBO2, '3L', 'sym', 'norm_sym', 'val', '>0', worst=True),
     # claim 4: the distance of lambda_full from 1, Diff+Sym against Diff
-    Test(4, CPU, '3L', 'diff', 'diff_sym', 'lambda_dist', '<0', readme=True),
+    Test(4, CPU, '3L', 'diff', 'diff_sym', 'lambda_dist', '<0'),
     Test(4, GPU, '3L', 'diff', 'diff_sym', 'lambda_dist', '<0'),
     Test(4, GPU, '6L', 'diff', 'diff_sym', 'lambda_dist', '<0'),
     Test(4, GPU, '8L', 'diff', 'diff_sym', 'lambda_dist', '<0'),
-    Test(4, ZF, '3L', 'diff', 'diff_sym', 'lambda_dist', '<0', readme=True),
-    Test(4, ZF2, '3L', 'diff', 'diff_sym', 'lambda_dist', '<0', readme=True),
+    Test(4, ZF, '3L', 'diff', 'diff_sym', 'lambda_dist', '<0'),
+    Test(4, ZF2, '3L', 'diff', 'diff_sym', 'lambda_dist', '<0'),
     Test(4, OBO2, '3L', 'diff', 'diff_sym', 'lambda_dist', '<0'),
     Test(4, AN2, '3L', 'diff', 'diff_sym', 'lambda_dist', '<0'),
     Test(4, TN2, '3L', 'diff', 'diff_sym', 'lambda_dist', '<0'),
     Test(4, NC, '3L', 'diff', 'diff_sym', 'lambda_dist', '<0'),
     # claim 5: softmax-1 (with OrthoAdam) and the sink, where the baseline has one (Bigram-Backcopy) and where not
-    Test(5, BB, '2L', 'bb_nanogpt', 'bb_softmax1', 'first_token', '<0', 'sink', halves=True, readme=True),
-    Test(5, BB, '2L', 'bb_nanogpt', 'bb_softmax1', 'first_token_L2', '<0', 'sink_L2', halves=True, readme=True),
-    Test(5, BB, '2L', 'bb_nanogpt', 'bb_softmax1_orthoadam', 'first_token', '<0', 'sink', readme=True),
-    Test(5, BB, '2L', 'bb_nanogpt', 'bb_softmax1_orthoadam', 'kurtosis', '<0', 'outliers', readme=True),
+    Test(5, BB, '2L', 'bb_nanogpt', 'bb_softmax1', 'first_token', '<0', 'sink', halves=True),
+    Test(5, BB, '2L', 'bb_nanogpt', 'bb_softmax1', 'first_token_L2', '<0', 'sink_L2', halves=True),
+    Test(5, BB, '2L', 'bb_nanogpt', 'bb_softmax1_orthoadam', 'first_token', '<0', 'sink'),
+    Test(5, BB, '2L', 'bb_nanogpt', 'bb_softmax1_orthoadam', 'kurtosis', '<0', 'outliers'),
     Test(5, CPU, '3L', 'nanogpt', 'softmax1', 'first_token', '<0', 'sink'),
     # claim 6: the gates and the sink; OrthoAdam alone as a control on the same head
-    Test(6, BB, '2L', 'bb_nanogpt', 'bb_gated', 'first_token_L1', '<0', 'sink_L1', halves=True, readme=True),
+    Test(6, BB, '2L', 'bb_nanogpt', 'bb_gated', 'first_token_L1', '<0', 'sink_L1', halves=True),
+    Test(6, BB, '2L', 'bb_nanogpt', 'bb_gated', 'first_token', '<0', 'sink'),
     Test(6, BB, '2L', 'bb_nanogpt', 'bb_gated_headwise', 'first_token_L1', '<0', 'sink_L1', halves=True),
-    Test(6, BB, '2L', 'bb_nanogpt', 'bb_gated', 'first_token', '<0', 'sink', readme=True),
-    Test(0, BB, '2L', 'bb_nanogpt', 'bb_orthoadam', 'first_token_L1', '', 'sink_L1', halves=True, readme=True),
+    Test(0, BB, '2L', 'bb_nanogpt', 'bb_orthoadam', 'first_token_L1', '', 'sink_L1', halves=True, of=6),
     Test(6, CPU, '3L', 'nanogpt', 'gated', 'first_token', '<0', 'sink'),
     # claim 7: retrieval with distractors, and attention on the tokens that do not hold the key
-    Test(7, ND, '2L', 'nd_nanogpt', 'nd_diff', 'needle_acc', '>0', readme=True),
-    Test(7, ND, '2L', 'nd_nanogpt', 'nd_diff', 'unrelated_share', '<0', readme=True),
+    Test(7, ND, '2L', 'nd_nanogpt', 'nd_diff', 'needle_acc', '>0'),
+    Test(7, ND, '2L', 'nd_nanogpt', 'nd_diff', 'unrelated_share', '<0'),
 ]
 
 # README's "What we found", its variant table: the causal sweeps it reads (folder, depth, what the column is)
@@ -165,7 +193,8 @@ VARIANT_SWEEPS = [(CPU, '3L'), (GPU, '3L')]
 
 # ----------------------------------------------------------------------------- the verdict rule
 
-MIN_SEEDS = 3  # a paired t interval on 2 seeds has 1 degree of freedom: t(0.975, 1) = 12.7, its spread is one number
+MIN_SEEDS = report.MIN_SEEDS  # report.py's tables call a difference by the same count
+ALPHA = 0.05
 RULE = f"""\
 One rule, `claims.py`'s `verdict()`, in this order:
 
@@ -175,18 +204,112 @@ One rule, `claims.py`'s `verdict()`, in this order:
 2. **not shown (precondition absent)**: the claim is about a phenomenon the baseline must have (a sink, outliers);
    seeds whose baseline run lacks it are dropped, not counted, and none is left.
 3. **too few seeds**: fewer than {MIN_SEEDS} paired seeds remain. With 2 the 95% interval has one degree of freedom
-   (t = 12.7) and rests on a single estimate of the spread, so it is shown but not called.
-4. Otherwise the paired 95% t interval of B − A over the remaining seeds (`report.paired_t`) decides: **supported**
-   where it excludes 0 on the side the claim predicts, **contradicted** where it excludes 0 on the other side,
-   **within noise** where it contains 0. A claim of no gain (B − A not below 0) is contradicted only by an interval
-   below 0 and supported by one above it.
+   (t = 12.7) and rests on a single estimate of the spread, so it is shown but not called. A sweep's own tables
+   (`report.py`) call a difference by the same count.
+4. **groups disagree**: the row's runs are *mixed* (below) and its homogeneous groups' mean differences do not all
+   have one sign: each group's interval is shown, and no pooled verdict.
+5. Otherwise the paired t test of B − A over the remaining seeds (`report.paired_t`) decides, with Holm's correction
+   over the claim's family: every row of the claim (its twins included) that reaches this step or step 4. With the
+   family's m two-sided p values sorted, p_(1) ≤ … ≤ p_(m), Holm's adjusted p_(i) = max over j ≤ i of
+   min(1, (m − j + 1) p_(j)); a row is called where its adjusted p < {ALPHA}, which keeps the chance of any false call
+   in the family at most {ALPHA}. **supported** where B − A is on the side the claim predicts, **contradicted** where
+   on the other, **within noise** where the adjusted p is {ALPHA} or more. The 95% interval shown is the row's own
+   (uncorrected); the verdict names the correction and says where the uncorrected p alone would have called it.
+   A control's family is the controls; it renders **B lower** / **B higher**.
+6. A parity claim ("does not help": no gain, no loss) is tested for equivalence by two one-sided tests (Schuirmann):
+   against B − A ≤ −m, t = (d + m)/se, and against B − A ≥ m, t = (d − m)/se, its p the larger of the two one-sided
+   p values; it is below {ALPHA} exactly where the 90% interval lies inside (−m, m). The margin m is fixed in
+   `claims.py` before the runs ({'; '.join(f'{k}: ±{v}' for k, v in MARGIN.items())}, one unit of the last digit
+   of the seed's own table). With Holm over the family's equivalence p values, and then over its difference p
+   values: **equivalent within ±m**, else **worse** / **better** (B's loss above / below A's), else **inconclusive**.
 
-A row whose runs differ in processor or number format keeps its verdict and says so (*mixed*). Per-seed statements
-("in k of n seeds", "halves", "the highest") are counted from the runs, over the seeds the precondition keeps."""
+*mixed*: the row's runs are not one homogeneous group. Two runs are alike only where they share processor (one label
+a processor, `report.CPU_NAMES`), number format, code era (the `report.NUMERICS` commits a run predates),
+execution path (eager, compiled, CUDA-graphed: summary.json's `compile` and `cuda_graph`) and, on a CPU, thread
+count (summary.json's `machine`; where a run does not record it, "unknown" is a value of its own). A seed whose A
+and B runs differ is a group of its own kind. A mixed row shows each group's interval (its own paired t; the one
+difference where a group has one seed) beside the pooled one, and is called only where the groups agree in sign
+(step 4). *inferred*: the processor of a run whose provenance was backfilled without a commit
+(`results/backfill_provenance.py`, `trained_at` null) is taken from the pages' text, not recorded.
+
+Per-seed statements ("in k of n seeds", "halves", "the highest of the seed's five") are counted from the runs, over
+the seeds the precondition keeps; every run they read passes the same checks as the row's (superseded numerics: not
+counted; runs in several groups: counted by group).
+
+Selections: a row that reads one layer, or drops seeds by a precondition, is followed by its unselected twin (all
+layers, every seed); the selections and their reasons are fixed in `claims.py` (`WHY`, below).
+
+README's "What we found" shows one row per claim, chosen by this rule, in this order: a row where the claim's phenomenon
+is there (not the twin of a row whose precondition kept no seed: it shows what the all-seeds comparison gives, but a
+claim about removing a sink cannot be tested where there is none); then a row decided by the interval (step 5 or 6)
+on one homogeneous group of at least {MIN_SEEDS} seeds; then the row closest to the seed's setting (first the
+same data, then the fewest settings of the seed's schedule, `sweep.py`'s `full` profile, that differ); then the most
+seeds in one homogeneous group; then a row that selects nothing before one that does; then the order of `TESTS`."""
+
+
+def holm(ps):
+    """Holm's step-down adjustment of p values, returned in their order: sorted ascending, the i-th (1-based) of m
+    becomes max over j <= i of min(1, (m - j + 1) p_(j)) (Holm 1979). Rejecting where it is below alpha keeps the
+    family-wise error at alpha whatever the tests' dependence."""
+    order = sorted(range(len(ps)), key=lambda i: ps[i])
+    out, running = [0.0] * len(ps), 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(ps) - rank) * ps[i]))
+        out[i] = running
+    return out
+
+
+def tost(st, m):
+    """The p of two one-sided tests of |B - A| < m on a paired t (report.paired_t: diff d, sd, n): se = sd / sqrt(n),
+    p = max(P(T > (d + m) / se), P(T < (d - m) / se)) with n - 1 degrees of freedom (Schuirmann 1987). Identical
+    differences (se = 0): 0 inside the margin, 1 outside."""
+    d, se, df = st['diff'], st['sd'] / math.sqrt(st['n']), st['n'] - 1
+    if se == 0:
+        return 0.0 if abs(d) < m else 1.0
+    return max(float(stats.t.sf((d + m) / se, df)), float(stats.t.cdf((d - m) / se, df)))
+
+
+UNDECIDED = ('not measured', 'not shown', 'too few seeds', 'groups disagree')
+
+
+def decided(r):
+    """Whether the row reaches the interval (steps 4-6 of the rule): current numerics, a precondition kept, enough
+    seeds. These rows form the claim's family for Holm."""
+    return not r['missing'] and not r['superseded'] and len(r['seeds']) >= MIN_SEEDS
+
+
+def disagree(r):
+    signs = {math.copysign(1, g['stat']['diff']) if g['stat']['diff'] else 0 for g in r['groups']}
+    return len(r['groups']) > 1 and len(signs) > 1
+
+
+def correct(results):
+    """Holm over each claim's family (controls: their own), in place: r['adj'] = {'p': adjusted difference p, 'eq':
+    adjusted equivalence p (parity rows), 'raw': the uncorrected p of what the verdict reads, 'm': the family's
+    size}."""
+    families = {}
+    for r in results:
+        if decided(r):
+            families.setdefault(r['test'].claim, []).append(r)
+    for family in families.values():
+        for r, p in zip(family, holm([r['stat']['p'] for r in family])):
+            r['adj'] = dict(p=p, m=len(family), raw=r['stat']['p'])
+        parity = [r for r in family if r['test'].predicts == '=']
+        for r, p in zip(parity, holm([tost(r['stat'], MARGIN[r['test'].metric]) for r in parity])):
+            r['adj'].update(eq=p, raw_eq=tost(r['stat'], MARGIN[r['test'].metric]))
+
+
+def adjusted(r):
+    """r['adj'] of correct(); a row never corrected (measured alone) is a family of one."""
+    if 'adj' not in r:
+        alone = dict(r)
+        correct([alone])
+        return alone['adj']
+    return r['adj']
 
 
 def verdict(r):
-    """The rule above, on one measured row (measure())."""
+    """The rule above, on one measured row (measure(), then correct() over all rows)."""
     if r['missing']:
         return 'not measured under the current code'
     if r['superseded']:
@@ -195,15 +318,29 @@ def verdict(r):
         return 'not shown (precondition absent)'
     if len(r['seeds']) < MIN_SEEDS:
         return 'too few seeds'
-    lo, hi, want = r['stat']['lo'], r['stat']['hi'], r['test'].predicts
-    side = 'below' if hi < 0 else 'above' if lo > 0 else ''
-    if not side:
+    if disagree(r):
+        return 'groups disagree'
+    adj, d, want = adjusted(r), r['stat']['diff'], r['test'].predicts
+    if want == '=':
+        if adj['eq'] < ALPHA:
+            return f"equivalent within ±{MARGIN[r['test'].metric]}"
+        return ('worse' if d > 0 else 'better') if adj['p'] < ALPHA else 'inconclusive'
+    if adj['p'] >= ALPHA:
         return 'within noise'
     if want == '':
-        return f'B {"lower" if side == "below" else "higher"}'
-    if want == 'not <0':
-        return 'contradicted' if side == 'below' else 'supported'
-    return 'supported' if (side == 'below') == (want == '<0') else 'contradicted'
+        return f'B {"lower" if d < 0 else "higher"}'
+    return 'supported' if (d < 0) == (want == '<0') else 'contradicted'
+
+
+def method(r):
+    """What the verdict used, where it used the interval: Holm's family size, and the uncorrected call where it
+    differs."""
+    adj = r.get('adj')
+    if not adj or any(verdict(r).startswith(u) for u in UNDECIDED):
+        return ''
+    raw = dict(r, adj=dict(adj, p=adj['raw'], eq=adj.get('raw_eq')))
+    note = '' if verdict(raw) == verdict(r) else f'; uncorrected: {verdict(raw)}'
+    return f"Holm over {adj['m']} row{'s' * (adj['m'] > 1)}" + note
 
 
 # ----------------------------------------------------------------------------- measuring
@@ -243,11 +380,56 @@ def read(s, file, fn):
     return None if f is None else fn(f)
 
 
+def paired_groups(ra, rb, a, b):
+    """The homogeneous groups of a paired comparison: ra, rb {seed: run}, a, b {seed: value} over the same seeds. A
+    seed's group is its runs' report.computed_on where A's and B's agree, else the pair of the two (a group of its
+    own kind). -> [{'label', 'seeds', 'stat' (report.compare of the group's seeds)}], one entry where the comparison
+    is homogeneous."""
+    by = {}
+    for x in a:
+        ka, kb = computed_on(ra[x]), computed_on(rb[x])
+        by.setdefault(ka if ka == kb else (ka, kb), []).append(x)
+    out = []
+    for key, seeds in by.items():
+        alike = isinstance(key, str)
+        label = report.group_label([r[x] for r in (ra, rb) for x in seeds]) if alike else '; '.join(
+            f'{side} {report.group_label([r[x] for x in seeds])}' for side, r in (('A', ra), ('B', rb)))
+        out.append(dict(label=label, seeds=seeds, homogeneous=alike,
+                        stat=compare({x: a[x] for x in seeds}, {x: b[x] for x in seeds})))
+    return out
+
+
+def worst_count(t, runs, kept):
+    """'highest of the seed's five in k of n' over the kept seeds whose five variants all finished, with every run it
+    reads checked as the row's are: superseded numerics are not counted, and seeds whose five runs are not one
+    homogeneous group are counted by group."""
+    five = [name for name, _, seed in VARIANTS if seed]
+    per = {x: {v: s for v in five for s in finished(runs.get((v, t.depth), dict(ok=[]))) if s['_seed'] == x}
+           for x in kept}
+    full = {x: p for x, p in per.items() if len(p) == len(five)}
+    if not full:
+        return None
+    old = sorted({c for p in full.values() for s in p.values() for c in provenance(s)['superseded']})
+    if old:
+        return f"highest of the seed's five: not counted (runs before {', '.join(old)})"
+    by = {}  # computed_on of a seed's five where they are one group, else None: [seeds]
+    for x, p in full.items():
+        groups = report.homogeneous(list(p.values()))
+        by.setdefault(next(iter(groups)) if len(groups) == 1 else None, []).append(x)
+    top = {x: max(p, key=lambda v: p[v]['final_val_loss']) == t.b for x, p in full.items()}
+    if len(by) == 1 and None not in by:
+        return f"highest of the seed's five in {sum(top.values())} of {len(full)}"
+    where = {k: report.group_label([s for x in xs for s in full[x].values()]) if k else
+             'seeds whose five runs are *mixed*' for k, xs in by.items()}
+    return "highest of the seed's five (*mixed*): " + '; '.join(
+        f"{sum(top[x] for x in xs)} of {len(xs)} on {where[k]}" for k, xs in by.items())
+
+
 def measure(t):
     """One row of TESTS against its runs: {'test', 'missing', 'a', 'b' ({seed: value}), 'dropped' (seeds without
-    the precondition), 'seeds' (kept and shared), 'stat' (report.compare), 'superseded', 'on' (what the runs were
-    computed on), 'counts' (per-seed statements)}."""
-    r = dict(test=t, missing=True, superseded=[], seeds=[], dropped=[], counts=[], on=[])
+    the precondition), 'seeds' (kept and shared), 'stat' (report.compare), 'groups' (paired_groups), 'superseded',
+    'on' (what the runs were computed on), 'counts' (per-seed statements), 'command' (report.command of both arms)}."""
+    r = dict(test=t, missing=True, superseded=[], seeds=[], dropped=[], counts=[], on=[], groups=[], command=None)
     runs = runs_of(t.folder)
     cells = [finished(runs.get((v, t.depth), dict(ok=[]))) if runs else [] for v in (t.a, t.b)]
     _, file, fn, _ = METRICS[t.metric]
@@ -263,27 +445,53 @@ def measure(t):
     used = [by_seed[i][x] for i in (0, 1) for x in kept] or [s for cell in cells for s in cell]
     r.update(missing=False, a=vals[0], b=vals[1], seeds=kept,
              superseded=sorted({c for s in used for c in provenance(s)['superseded']}),
-             on=sorted({f"{provenance(s)['dtype']} on {provenance(s)['machine']}" for s in used}))
+             on=[report.group_label(g) for g in report.homogeneous(used).values()],
+             command=report.command(used, os.path.basename(folders(t)[0])), used=used)
     a, b = ({x: v[x] for x in kept} for v in vals)
     if len(kept) >= 2:
         r['stat'] = compare(a, b)
     elif kept:
         r['stat'] = dict(test='single', diff=b[kept[0]] - a[kept[0]])
+    if kept:
+        r['groups'] = paired_groups(*by_seed, a, b)
     if kept and t.predicts:
-        sign = {'<0': lambda d: d < 0, '>0': lambda d: d > 0, 'not <0': lambda d: d >= 0}[t.predicts]
-        r['counts'].append(f"B − A {t.predicts.replace('<0', '< 0').replace('>0', '> 0')} in "
-                           f"{sum(sign(b[x] - a[x]) for x in kept)} of {len(kept)}")
+        m = MARGIN.get(t.metric)
+        sign = {'<0': lambda d: d < 0, '>0': lambda d: d > 0, '=': lambda d: abs(d) < m}[t.predicts]
+        what = f'\\|B − A\\| < {m}' if t.predicts == '=' else f"B − A {t.predicts.replace('<0', '< 0')}".replace(
+            '>0', '> 0')
+        r['counts'].append(f"{what} in {sum(sign(b[x] - a[x]) for x in kept)} of {len(kept)}")
     if kept and t.halves:
         r['counts'].append(f"B ≤ A/2 in {sum(b[x] <= a[x] / 2 for x in kept)} of {len(kept)}")
     if t.worst:
-        five = [name for name, _, seed in VARIANTS if seed]
-        per = {x: {v: s['final_val_loss'] for v in five for s in finished(runs.get((v, t.depth), dict(ok=[])))
-                   if s['_seed'] == x} for x in kept}
-        full = {x: p for x, p in per.items() if len(p) == len(five)}
-        if full:
-            top = sum(max(p, key=p.get) == t.b for p in full.values())
-            r['counts'].append(f"highest of the seed's five in {top} of {len(full)}")
+        r['counts'] += [c for c in [worst_count(t, runs, kept)] if c]
     return r
+
+
+def twin(t, r):
+    """The unselected twin of a row that selects (a layer, or seeds dropped by a precondition): the same comparison
+    over all layers and every seed; None where the row selects nothing."""
+    if t.metric not in TWIN and not r['dropped']:
+        return None
+    return replace(t, metric=TWIN.get(t.metric, t.metric), needs='')
+
+
+def measure_all():
+    """Every row of TESTS, each selecting row followed by its twin, with Holm's correction over each claim's family.
+    A twin is left out where another row already compares the same runs in the same measure over the same seeds (a
+    row of TESTS, or another row's twin)."""
+    def same(r):
+        t = r['test']
+        return (t.folder, t.depth, t.a, t.b, t.metric, tuple(r['seeds']), r['missing'])
+    rows = [measure(t) for t in TESTS]
+    seen, results = {same(r) for r in rows}, []
+    for r in rows:
+        results.append(r)
+        tw = twin(r['test'], r)
+        if tw is not None and same(rt := measure(tw)) not in seen:
+            seen.add(same(rt))
+            results.append(dict(rt, twin_of=r['test'], phenomenon=bool(r['seeds'])))
+    correct(results)
+    return results
 
 
 # ----------------------------------------------------------------------------- rendering
@@ -300,7 +508,7 @@ def setting(t):
 
 
 def gap(r, fmt):
-    """'B − A ± sd [lo, hi]' (paired), the one difference, or '—'."""
+    """'B − A [lo, hi]' (paired), the one difference, or '—'."""
     st = r.get('stat')
     if st is None:
         return '—'
@@ -312,6 +520,56 @@ def gap(r, fmt):
     return (f"{f.format(st['diff'])} [{f.format(st['lo'])}, {f.format(st['hi'])}]")
 
 
+def seed_list(xs):
+    return ('seed ' if len(xs) == 1 else 'seeds ') + ', '.join(map(str, xs))
+
+
+def grouped_gap(r, fmt, names=None):
+    """gap(), then where the row is mixed each homogeneous group's own: G1, G2, ... as computed_cell names them, or,
+    given names (a legend shared by a table, filled here), as numbered there."""
+    text = gap(r, fmt)
+    if len(r.get('groups', [])) > 1:
+        text += ''.join(f"; G{group_number(g['label'], names) if names is not None else i} {gap(g, fmt)}"
+                        for i, g in enumerate(r['groups'], 1))
+    return text
+
+
+def group_number(label, names):
+    """label's number in a shared legend (1-based), appended where new."""
+    if label not in names:
+        names.append(label)
+    return names.index(label) + 1
+
+
+def legend(names):
+    return '*mixed* groups: ' + '; '.join(f'G{i} = {n}' for i, n in enumerate(names, 1)) + '.'
+
+
+
+def computed_cell(r):
+    """What the row's runs were computed on: one group, or *mixed* with each group (G1, G2, ...) and its seeds."""
+    if len(r['groups']) > 1:
+        return '*mixed*: ' + '; '.join(f"G{i} = {g['label']} ({seed_list(g['seeds'])})"
+                                       for i, g in enumerate(r['groups'], 1))
+    return r['on'][0] if len(r['on']) == 1 else '*mixed*: ' + '; '.join(r['on'])
+
+
+def p_cell(r):
+    """The uncorrected p and Holm's, of the difference and, for a parity claim, of the equivalence (TOST)."""
+    adj = r.get('adj')
+    if not adj:
+        return report.fmt_p(r['stat']['p']) if r.get('stat', {}).get('test') == 'paired' else '—'
+    text = f"{report.fmt_p(adj['raw'])}; Holm {report.fmt_p(adj['p'])}"
+    if 'eq' in adj:
+        text = f"TOST {report.fmt_p(adj['raw_eq'])}; Holm {report.fmt_p(adj['eq'])}. B ≠ A: " + text
+    return text
+
+
+def verdict_cell(r):
+    how = method(r)
+    return f"**{verdict(r)}**" + (f' ({how})' if how else '') + (' (*mixed*)' if len(r['on']) > 1 else '')
+
+
 def label(v):
     return NAMES.get(v, v)
 
@@ -321,26 +579,33 @@ def cell_text(vals, seeds, fmt):
     return report.mean_std(xs, fmt)
 
 
-def row_cells(r):
-    """The columns every table shares: A, B, n, B − A, per seed, computed on, verdict."""
+def seeds_cell(r):
     t = r['test']
-    fmt = METRICS[t.metric][3]
+    return f"{len(r['seeds'])}" + (f"; dropped: {seed_list(r['dropped'])}, without "
+                                   f"{NEEDS[t.needs][0].split(' (')[0]}" if r['dropped'] else '')
+
+
+def row_cells(r):
+    """The columns every table shares: A, B, seeds, B − A, p, per seed, computed on, verdict."""
+    fmt = METRICS[r['test'].metric][3]
     if r['missing']:
-        return ['—', '—', '0', '—', '', '', verdict(r)]
-    kept = r['seeds']
-    seeds = f"{len(kept)}" + (f"; dropped: seed {', '.join(map(str, r['dropped']))}, without "
-                              f"{NEEDS[t.needs][0].split(' (')[0]}" if r['dropped'] else '')
-    on = r['on'][0] if len(r['on']) == 1 else '*mixed*: ' + '; '.join(r['on'])
-    return [cell_text(r['a'], kept, fmt), cell_text(r['b'], kept, fmt), seeds, gap(r, fmt), '; '.join(r['counts']),
-            on, f"**{verdict(r)}**" + (' (*mixed*)' if len(r['on']) > 1 else '')]
+        return ['—', '—', '0', '—', '—', '', '', verdict(r)]
+    return [cell_text(r['a'], r['seeds'], fmt), cell_text(r['b'], r['seeds'], fmt), seeds_cell(r),
+            grouped_gap(r, fmt), p_cell(r), '; '.join(r['counts']), computed_cell(r), verdict_cell(r)]
+
+
+def number(r):
+    t = r['test']
+    return (str(t.claim) if t.claim else f'control ({t.of})' if t.of else 'control') + (
+        ', twin' if r.get('twin_of') else '')
 
 
 def claims_table(results):
-    lines = ['| # | runs | measure | A | B | A: mean ± std | B: mean ± std | seeds | B − A [95% interval] | per seed '
-             '| computed on | verdict |', '|' + '---|' * 12]
+    lines = ['| # | runs | measure | A | B | A: mean ± std | B: mean ± std | seeds | B − A [95% interval] '
+             '| p | per seed | computed on | verdict |', '|' + '---|' * 13]
     for r in results:
         t = r['test']
-        lines.append(f"| {t.claim or 'control'} | {setting(t)} | {METRICS[t.metric][0]} | {label(t.a)} | "
+        lines.append(f"| {number(r)} | {setting(t)} | {METRICS[t.metric][0]} | {label(t.a)} | "
                      f"{label(t.b)} | " + ' | '.join(row_cells(r)) + ' |')
     return '\n'.join(lines)
 
@@ -369,81 +634,155 @@ def claims_md(results):
         '',
         'Preconditions: ' + '; '.join(f'`{k}`: the baseline has {w}' for k, (w, _, _) in NEEDS.items()) + '.',
         '',
+        'Why each selection (`WHY`): ' + '; '.join(f'`{k}`: {w}' for k, w in WHY.items()) + '.',
+        '',
         '## What the runs say',
         '',
         claims_table(results),
         '',
+        "## The seed's causal setting, variant by variant",
+        '',
+        variant_table(VARIANT_SWEEPS, names := []),
+        '',
+        legend(names) if names else '',
+        '',
         '## Commands',
         '',
-        'Each folder: `python report.py <folder>` renders its tables; how it was run is at its top and in '
-        '`seed_table_explained.md`. The folders read:',
+        'Each folder: `python report.py <folder>` renders its tables; its `results.md` names its command, commits and '
+        'machines. The folders read, and the command that makes each one\'s runs again:',
         '',
-    ] + [f'- `{f}`' + ('' if runs_of(f) is not None else ' (not committed)') for f in commands] + [
+    ] + [f'- `{f}`' + (f": `{folder_command(f)}`" if runs_of(f) is not None else ' (not committed)')
+         for f in commands] + [
         '',
-        "Provenance: each run's `summary.json` (`machine`, `dtype`, `code`), or for older runs its folder's "
-        '`provenance.json`, backfilled by `results/backfill_provenance.py`.',
+        "Provenance: each run's `summary.json` (`machine`, `dtype`, `code`, `compile`, `cuda_graph`), or for older "
+        "runs its folder's `provenance.json`, backfilled by `results/backfill_provenance.py`.",
         '',
     ])
 
 
-def variant_table():
-    """A row per variant of the seed's causal sweeps: val loss and B − nanogpt in each sweep of VARIANT_SWEEPS,
-    λ_full by layer for the Differential ones, and the command that reproduces the first column."""
+def folder_command(folder):
+    runs = runs_of(folder)
+    return report.command([s for c in runs.values() for s in finished(c)], os.path.basename(folder))
+
+
+def variant_table(sweeps, names, lam=True):
+    """A row per variant of the causal sweeps: val loss (mean ± std, n) and B − nanogpt [95%] in each, by the rule of
+    the claims: where the runs of a cell or a gap are not one homogeneous group, *mixed*, and each group's interval
+    beside the pooled one (G1, G2, ... numbered in names, a legend the caller prints); λ_full by layer for the
+    Differential ones (first sweep, with lam); under the table, each sweep's command."""
     head = ['variant']
-    for folder, depth in VARIANT_SWEEPS:
+    for folder, depth in sweeps:
         head += [f'`{os.path.basename(folder)}` {depth}: val', '− nanogpt [95%]']
-    lines = ['| ' + ' | '.join(head + ['λ_full, layers 1-3 (first sweep)', 'reproduce (first sweep)']) + ' |',
-             '|' + '---|' * (len(head) + 2)]
-    loaded = [(runs_of(f) or {}, d) for f, d in VARIANT_SWEEPS]
+    head += [f'λ_full by layer (`{os.path.basename(sweeps[0][0])}`)'] if lam else []
+    lines = ['| ' + ' | '.join(head) + ' |', '|' + '---|' * len(head)]
+    loaded = [(runs_of(f) or {}, d) for f, d in sweeps]
     for name, _, _ in VARIANTS:
         if not any((name, d) in runs for runs, d in loaded):
             continue
-        cells = [f'`{name}` ({label(name)})']
+        cells = [f'`{name}`' + (f' ({label(name)})' if label(name) != name else '')]
         for runs, d in loaded:
-            ok = finished(runs.get((name, d), dict(ok=[])))
-            base = {s['_seed']: s['final_val_loss'] for s in finished(runs.get(('nanogpt', d), dict(ok=[])))}
-            mine = {s['_seed']: s['final_val_loss'] for s in ok}
-            cells.append(report.mean_std(list(mine.values()), '{:.3f}') + f' (n={len(mine)})' if mine else '—')
-            r = dict(stat=compare(base, mine)) if mine and base and name != 'nanogpt' else {}
-            cells.append(gap(r, '{:.3f}') if r else '—')
+            mine = {s['_seed']: s for s in finished(runs.get((name, d), dict(ok=[])))}
+            base = {s['_seed']: s for s in finished(runs.get(('nanogpt', d), dict(ok=[])))}
+            mixed = ' *mixed*' if len(report.homogeneous(list(mine.values()))) > 1 else ''
+            vals = [s['final_val_loss'] for s in mine.values()]
+            cells.append(report.mean_std(vals, '{:.3f}') + f' (n={len(vals)}){mixed}' if vals else '—')
+            shared = sorted(set(mine) & set(base))
+            if name == 'nanogpt' or not shared:
+                cells.append('—')
+                continue
+            a, b = ({x: r[x]['final_val_loss'] for x in shared} for r in (base, mine))
+            r = dict(stat=compare(a, b), groups=paired_groups(base, mine, a, b))
+            cells.append(grouped_gap(r, '{:.3f}', names) + (' *mixed*' if len(r['groups']) > 1 else ''))
         ok = finished(loaded[0][0].get((name, loaded[0][1]), dict(ok=[])))
-        lam = [s['lambda_table'] for s in ok if s.get('lambda_table')]
-        cells.append(' / '.join(f"{statistics.mean(t[i]['lambda_full'] for t in lam):.2f}"
-                                for i in range(len(lam[0]))) if lam else '—')
-        cells.append(f'`PROFILE=cpu_long SEEDS="1 2 3" VARIANTS={name} ./ablate.sh`')
+        lams = [s['lambda_table'] for s in ok if s.get('lambda_table')]
+        cells += [' / '.join(f"{statistics.mean(t[i]['lambda_full'] for t in lams):.2f}"
+                             for i in range(len(lams[0]))) if lams else '—'] if lam else []
         lines.append('| ' + ' | '.join(cells) + ' |')
-    return '\n'.join(lines)
+    return '\n'.join(lines + ['', 'Reproduce: ' + '; '.join(f"`{os.path.basename(f)}`: `{folder_command(f)}`"
+                                                           for f, _ in sweeps) + '.'])
+
+
+# README's "What we found": a row per claim, by the rule at the end of RULE: the seed's setting is sweep.py's `full` profile on its
+# data (the seed notes' schedule as this repository reads it)
+SEED_SETTING = dict(report.flags(PROFILES['full'].schedule), dataset='shakespeare_char')
+
+
+def distance(r):
+    """(another dataset, how many of SEED_SETTING's keys the row's runs differ in)."""
+    ok = r.get('used') or []
+    differ = [k for k, v in SEED_SETTING.items() if k not in report.FREE_KEYS
+              and not report.same(report.common(ok, k) or '', v)]
+    return ('dataset' in differ, len(differ))
+
+
+def readme_key(r, i):
+    """The rule's order, smallest first: the claim's phenomenon present (not the twin of a row whose precondition
+    kept no seed); decided on one homogeneous group of MIN_SEEDS seeds; closest to the seed's setting; most seeds in
+    one homogeneous group; selecting nothing; the order of the rows."""
+    called = not r['missing'] and not any(verdict(r).startswith(u) for u in UNDECIDED)
+    biggest = max([len(g['seeds']) for g in r['groups'] if g['homogeneous']] or [0])
+    selects = r['test'].metric in TWIN or bool(r['dropped'])
+    return (r.get('phenomenon') is False, not (called and biggest >= MIN_SEEDS), not called, distance(r), -biggest,
+            selects, i)
+
+
+def short(v):
+    return v.split(' (')[0]
+
+
+def readme_rows(results, names):
+    """One row per claim (and per control), chosen by readme_key; each names the count of the claim's other rows by
+    verdict and the command that makes both arms' runs again. names: the legend of *mixed* groups, filled here."""
+    rows = []
+    for claim in sorted({r['test'].claim for r in results}, key=lambda c: (c == 0, c)):
+        mine = [(i, r) for i, r in enumerate(results) if r['test'].claim == claim]
+        i, r = min(mine, key=lambda ir: readme_key(ir[1], ir[0]))
+        t = r['test']
+        others = {}
+        for _, o in mine:
+            if o is not r:
+                others[short(verdict(o))] = others.get(short(verdict(o)), 0) + 1
+        what = CLAIMS[claim][0] if claim else f'control for claim {t.of}: {label(t.b)} alone'
+        rows.append(f"| {what} | {setting(t)}; {METRICS[t.metric][0]}, {label(t.b)} − {label(t.a)} | "
+                    f"{seeds_cell(r)} | {grouped_gap(r, METRICS[t.metric][3], names)} | {verdict_cell(r)} | "
+                    + (', '.join(f'{n} {v}' for v, n in others.items()) or '—')
+                    + ' | ' + (f"`{r['command']}`" if r['command'] else '—') + ' |')
+    return rows
 
 
 def findings(results):
     """README's "What we found": the block between the markers."""
-    rows = ['| claim | runs | B − A [95% interval] (seeds) | verdict |', '|---|---|---|---|']
-    for r in results:
-        t = r['test']
-        if not t.readme:
-            continue
-        what = CLAIMS[t.claim][0] if t.claim else f'control: {label(t.b)} alone'
-        metric = METRICS[t.metric][0]
-        cells = row_cells(r)
-        rows.append(f'| {what} | {setting(t)}; {metric}, {label(t.b)} − {label(t.a)} | {cells[3]} (n = {cells[2]}) | '
-                    f'{cells[6]} |')
+    names = []
+    variants = variant_table(VARIANT_SWEEPS, names, lam=False)
+    rows = readme_rows(results, names)
     return '\n'.join([
         START,
         '',
-        'Rendered by `python claims.py` (do not edit between the markers). What each variant did in the seed\'s causal '
-        'setting, mean ± std over seeds, and its paired gap to nanogpt (negative: lower loss):',
+        'Rendered by `python claims.py` (do not edit between the markers). Each variant in the seed\'s causal '
+        'setting: val loss, mean ± std over seeds, and its paired gap to nanogpt (negative: lower):',
         '',
-        variant_table(),
+        variants,
         '',
-        'The seed notes\' claims, each by the verdict rule of `results/claims.md` (which has every row, the '
-        'per-seed counts and the machines):',
+        'Each claim of the seed notes by one of its rows, chosen by a rule; `results/claims.md` has the rule and '
+        'every row, with p values, per-seed counts and machines:',
         '',
-    ] + rows + ['', END])
+        '| claim | row | n | B − A [95% interval] | verdict | the claim\'s other rows | reproduce (both arms) |',
+        '|---|---|---|---|---|---|---|',
+    ] + rows + [
+        '',
+        'Key: *mixed*: the runs differ in processor, number format, code era, execution path or threads; each '
+        'group\'s interval follows the pooled one, and a verdict needs the groups to agree in sign. '
+        + (legend(names) + ' ' if names else '') + '*inferred*: the processor is taken from the pages, not '
+        'recorded. Holm: corrected for the claim\'s several rows. equivalent within ±m: the test of "no gain" (two '
+        'one-sided tests).',
+        '',
+        END,
+    ])
 
 
 def render():
     """(claims.md's text, README's "What we found" rendered between the markers)."""
-    results = [measure(t) for t in TESTS]
+    results = measure_all()
     with open(README_MD) as f:
         readme = f.read()
     if START not in readme or END not in readme:

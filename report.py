@@ -21,8 +21,9 @@ Run folders are named <variant>_<depth>_s<seed> (ablate.sh's layout). results.md
      seeds), and the sink claims (softmax-1 and the gate against the baseline) with the statistics of 5;
   8. the same for needle_eval.py's retrieval measures where needle_eval.json exists (each variant against the
      baseline).
-results.md is a pure function of the run files: no paths, no dates, and the same text whether or not matplotlib
-is installed. With matplotlib, val_loss.png and lambda_full.png are written beside it (the text names them).
+results.md is a pure function of the run files and the sweep folder's name (the command's SWEEP): no paths, no
+dates, and the same text whether or not matplotlib is installed. At its top: the command that makes the runs again,
+their commits and what they were computed on. With matplotlib, val_loss.png and lambda_full.png are written beside it (the text names them).
 """
 import argparse
 import json
@@ -35,7 +36,7 @@ import sys
 from scipy import stats
 
 from output import pyplot, read_log_lines, save_figure, write_text
-from sweep import FREE_ON_RESUME, LABELS as NAMES, PAIRS, VARIANTS, with_prefixes
+from sweep import FREE_ON_RESUME, LABELS as NAMES, PAIRS, PROFILES, VARIANTS, with_prefixes
 
 # the variants and the comparisons are sweep.py's table: the seed's columns in its order, then ours, each also under
 # the prefixes (llama_, bb_, nd_)
@@ -172,12 +173,23 @@ def read_provenance(root):
         return json.load(f)
 
 
+# One label per processor: a CPU by (vendor, family, model) as /proc/cpuinfo gives them, so that a run whose
+# summary.json records its CPU (hardware.machine) and a run whose backfilled provenance.json names it from the pages
+# carry the same label ("AMD EPYC (family 25, model 1)" is the "AMD EPYC Milan" of the pages)
+CPU_NAMES = {('AuthenticAMD', '23', '1'): 'AMD EPYC Naples', ('AuthenticAMD', '25', '1'): 'AMD EPYC Milan',
+             ('AuthenticAMD', '25', '17'): 'AMD EPYC Genoa', ('GenuineIntel', '6', '207'): 'Intel Xeon Emerald Rapids'}
+
+
 def machine_label(m):
-    """The processor of summary.json's `machine` (hardware.machine): the GPU's name on CUDA, else the CPU's name with
-    its family and model (one name, "AMD EPYC", covers processors with and without bf16 units)."""
+    """The processor of summary.json's `machine` (hardware.machine): the GPU's name on CUDA, else the CPU's label in
+    CPU_NAMES, else its name with its family and model (one name, "AMD EPYC", covers processors with and without bf16
+    units)."""
     if m.get('gpu'):
         return m['gpu']
     cpu = m.get('cpu') or {}
+    known = CPU_NAMES.get((cpu.get('vendor'), str(cpu.get('family')), str(cpu.get('model'))))
+    if known:
+        return known
     name = cpu.get('name') or 'unknown CPU'
     return f"{name} (family {cpu['family']}, model {cpu['model']})" if cpu.get('family') else name
 
@@ -203,24 +215,65 @@ def contains(commit, rule):
 
 def provenance(s):
     """What a run was computed on: {'machine', 'dtype', 'commit' (the code it trained, or None), 'superseded' (the
-    NUMERICS commits it predates in a config they change), 'backfilled'}. From summary.json's own record where train.py
-    wrote one (`machine`, `code`, the resolved `dtype`), else from the sweep's backfilled provenance.json."""
-    p = s.get('_prov') or {}
+    NUMERICS commits it predates in a config they change), 'era_unknown' (those where git cannot say), 'path',
+    'threads', 'backfilled', 'inferred' (backfilled with no commit: the machine taken from the pages' text)}. From
+    summary.json's own record where train.py wrote one (`machine`, `code`, the resolved `dtype`, `compile`,
+    `cuda_graph`), else from the sweep's backfilled provenance.json."""
+    p, m = s.get('_prov') or {}, s.get('machine')
     commit = (s.get('code') or {}).get('commit') or p.get('trained_at')
-    if 'predates' in p:
-        superseded = list(p['predates'])
-    else:
-        superseded = [c for c, _, _, changes in NUMERICS if changes(s['config']) and contains(commit, c) is False]
-    return dict(machine=machine_label(s['machine']) if s.get('machine') else p.get('machine', 'unknown'),
+    superseded, era_unknown = (list(p['predates']), []) if 'predates' in p else ([], [])
+    if 'predates' not in p:
+        for c, _, _, changes in NUMERICS:
+            if changes(s['config']):
+                {False: superseded, None: era_unknown}.get(contains(commit, c), []).append(c)
+    on_cpu = not (m or {}).get('gpu') and str(s.get('device') or 'cpu').startswith('cpu')
+    threads = ((m or {}).get('cpu') or {}).get('threads') if on_cpu else None
+    return dict(machine=machine_label(m) if m else p.get('machine', 'unknown'),
                 dtype=s.get('dtype') or p.get('dtype') or 'unknown', commit=commit, superseded=superseded,
-                backfilled=not s.get('machine') and bool(p))
+                era_unknown=era_unknown, path=path_of(s), threads=(threads or 'unknown') if on_cpu else None,
+                backfilled=not m and bool(p), inferred=not m and bool(p) and p.get('trained_at') is None)
 
 
-def computed_on(s):
-    """'bfloat16 on <machine>', with ', before 8b66842' for superseded numerics: what may differ between runs that a
-    table sets side by side."""
+def path_of(s):
+    """How the step ran: eager, compiled (torch.compile), graphed (CUDA graphs) or compiled+graphed, from
+    summary.json's `compile` and `cuda_graph` (runs from before CUDA graphs were not graphed); 'path unknown' where
+    summary.json has no `compile`."""
+    if 'compile' not in s:
+        return 'path unknown'
+    return '+'.join(x for x, on in (('compiled', s['compile']), ('graphed', s.get('cuda_graph'))) if on) or 'eager'
+
+
+def computed_on(s, mark=False):
+    """What may differ between runs that a table sets side by side and move a number: 'bfloat16 on <processor>,
+    <path>', then on a CPU the thread count, then the code era (', before 8b66842': superseded numerics; ', era of
+    8b66842 unknown': no commit to tell). Runs with equal texts are one homogeneous group (unknowns are a value of
+    their own). mark: the processor of a backfilled run with no commit says *inferred*."""
     p = provenance(s)
-    return f"{p['dtype']} on {p['machine']}" + ''.join(f', before {c}' for c in p['superseded'])
+    machine = p['machine'] + (' (*inferred*)' if mark and p['inferred'] else '')
+    threads = '' if p['threads'] is None else (', threads unknown' if p['threads'] == 'unknown' else
+                                               f", {p['threads']} thread{'s' if p['threads'] != 1 else ''}")
+    return (f"{p['dtype']} on {machine}, {p['path']}{threads}" + ''.join(f', before {c}' for c in p['superseded'])
+            + ''.join(f', era of {c} unknown' for c in p['era_unknown']))
+
+
+def group_label(ss):
+    """computed_on of a homogeneous group of runs, its processor marked *inferred* where the runs' provenance is (for
+    k of n where only some runs' is)."""
+    k = sum(provenance(s)['inferred'] for s in ss)
+    text = computed_on(ss[0])
+    if not k:
+        return text
+    machine = provenance(ss[0])['machine']
+    mark = '*inferred*' if k == len(ss) else f'*inferred* for {k} of {len(ss)} runs'
+    return text.replace(f' on {machine},', f' on {machine} ({mark}),', 1)
+
+
+def homogeneous(ss):
+    """{computed_on: [runs]}, in the order first seen: the groups of runs that nothing but their seed tells apart."""
+    out = {}
+    for s in ss:
+        out.setdefault(computed_on(s), []).append(s)
+    return out
 
 
 def depth_key(d):
@@ -353,14 +406,26 @@ def mixed_code(ok):
     return out
 
 
+def code_warning(ok):
+    """The warning of mixed_code's findings: 'mixed code' where the runs span commits or numerics, 'uncommitted
+    changes' where they are all of one commit (or none recorded) and only the tree's edits are in question."""
+    found = mixed_code(ok)
+    if not found:
+        return []
+    if all(f.startswith('a tree with uncommitted changes') for f in found):
+        return ['', '**Warning: uncommitted changes.** These runs were trained from a tree with changes that were not '
+                'committed (summary.json\'s `code`), so their commit does not say all of the code that made them:',
+                ''] + [f'- {m}' for m in found]
+    return ['', '**Warning: mixed code.** These runs were not all trained by one committed version of the code '
+            '(summary.json\'s `code`, or the sweep\'s backfilled provenance.json), so a difference between them may '
+            'be the code\'s:', ''] + [f'- {m}' for m in found]
+
+
 def mixed_machines(runs):
-    """Cells (variant, depth) and comparisons B − A whose runs differ in processor, number format or numerics
-    (computed_on). -> a line per such cell and comparison."""
+    """Cells (variant, depth) and comparisons B − A whose runs are not one homogeneous group (computed_on: processor,
+    number format, execution path, threads, code era). -> a line per such cell and comparison."""
     def groups(ss):
-        by = {}
-        for s in ss:
-            by.setdefault(computed_on(s), []).append(f"s{s['_seed']}")
-        return by
+        return {group_label(g): [f"s{s['_seed']}" for s in g] for g in homogeneous(ss).values()}
 
     out, cells = [], {}
     for (v, d) in sorted(runs, key=lambda vd: (depth_key(vd[1]), variant_key(vd[0]))):
@@ -371,10 +436,87 @@ def mixed_machines(runs):
     pairs = list(dict.fromkeys(COMPARISONS + LAMBDA_PAIRS + DIAG_PAIRS + NEEDLE_PAIRS))
     for d in sorted({d for _, d in runs}, key=depth_key):
         for a, b in pairs:
-            ga, gb = (groups(cells.get((v, d), [])) for v in (a, b))
+            ga, gb = (homogeneous(cells.get((v, d), [])) for v in (a, b))
             if ga and gb and len(set(ga) | set(gb)) > 1:
-                out.append(f"{NAMES.get(b, b)} − {NAMES.get(a, a)}, {d}: A {' / '.join(ga)}; B {' / '.join(gb)}")
+                ga, gb = (' / '.join(group_label(g) for g in x.values()) for x in (ga, gb))
+                out.append(f"{NAMES.get(b, b)} − {NAMES.get(a, a)}, {d}: A {ga}; B {gb}")
     return out
+
+
+def flags(schedule):
+    """{key: value as written} of a profile's train.py arguments ('--max_iters=500 ...')."""
+    return dict(a[2:].split('=', 1) for a in schedule.split())
+
+
+def common(ok, key):
+    """The runs' one value of config[key] as train.py's command line writes it (str(0.2), 'True'), None where they
+    differ or lack it."""
+    vs = {repr(s['config'].get(key)) for s in ok}
+    return str(ok[0]['config'][key]) if len(vs) == 1 and key in ok[0]['config'] else None
+
+
+def same(x, y):
+    """Two values as a command line writes them: equal as numbers where both are ('0.001' and '1e-3'), else as text."""
+    try:
+        return float(x) == float(y)
+    except ValueError:
+        return x == y
+
+
+def command(ok, sweep=None):
+    """The ablate.sh line that makes these runs again, from their configs: the profile whose data, config prefix and
+    schedule fit them best (fewest flags to change), LEAK / CAUSAL / WINDOWS / ARCH / ANALYZE where the runs had
+    them, their variants, depths and seeds, the profile's flags the runs changed as extra --key=value, and SWEEP where
+    the folder's name is not the one ablate.sh would give. It makes the same runs, not the same machine."""
+    variants = sorted({s['_variant'] for s in ok}, key=variant_key)
+    llama = all(v.startswith('llama_') for v in variants)
+    data = common(ok, 'dataset') or ''
+
+    def fit(item):
+        name, prof = item
+        if not data.startswith(prof.data) or not all(v.startswith(prof.prefix) for v in variants) \
+                or (not prof.prefix and any(v.startswith(('bb_', 'nd_')) for v in variants)):
+            return None
+        return [f'--{k}={common(ok, k)}' for k, v in flags(prof.schedule).items()
+                if k not in FREE_ON_RESUME and common(ok, k) is not None and not same(common(ok, k), v)]
+    fits = [(name, prof, extra) for name, prof in PROFILES.items() if (extra := fit((name, prof))) is not None]
+    if not fits:
+        return None
+    name, prof, extra = min(fits, key=lambda f: len(f[2]))
+    leak = common(ok, 'leak') or 'none'
+    env = [f'PROFILE={name}'] + ([f'LEAK={leak}'] if leak != 'none' else
+                                 ['CAUSAL=0'] if common(ok, 'causal') == 'False' else [])
+    env += ['WINDOWS=sequential'] if common(ok, 'window_order') == 'sequential' else []
+    env += ['ARCH=llama'] if llama else []
+    strip = len('llama_') if llama else len(prof.prefix)
+    env.append('VARIANTS="' + ' '.join(v[strip:] for v in variants) + '"')
+    depths = ' '.join(sorted({s['_depth'] for s in ok}, key=depth_key))
+    env += [f'DEPTHS="{depths}"'] if depths != prof.depths else []
+    env.append('SEEDS="' + ' '.join(str(x) for x in sorted({s['_seed'] for s in ok})) + '"')
+    env += ['ANALYZE=1'] if any(os.path.exists(os.path.join(s['_dir'], prof.analysis)) for s in ok) else []
+    extra += ['--bos=True'] if common(ok, 'bos') == 'True' else []
+    suffix = (f'_leak_{leak}' if leak != 'none' else '_noncausal' if 'CAUSAL=0' in env else '') + \
+        ('_sequential' if 'WINDOWS=sequential' in env else '')
+    if sweep and sweep != f'{prof.data}_{name}{suffix}':
+        env.insert(0, f'SWEEP={sweep}')
+    return ' '.join(env + ['./ablate.sh'] + extra)
+
+
+def where_section(ok, sweep):
+    """What made the runs: the command (command()), the commits (summary.json's `code`, else the backfilled
+    provenance.json's `trained_at`; none recorded: unknown) and the machines (homogeneous groups, group_label)."""
+    cmd = command(ok, sweep)
+    commits = {}
+    for s in ok:
+        p = provenance(s)
+        commits.setdefault(p['commit'][:7] if p['commit'] else
+                           'not recorded' + (' (*inferred* provenance)' if p['inferred'] else ''), []).append(s)
+    lines = ['Command: ' + (f'`{cmd}`' if cmd else 'none of ablate.sh\'s profiles fits these runs') + '.',
+             'Code: ' + '; '.join(f'{c} ({len(ss)} run{"s" * (len(ss) > 1)})' for c, ss in sorted(commits.items()))
+             + '.',
+             'Computed on: ' + '; '.join(f'{group_label(g)} ({len(g)} run{"s" * (len(g) > 1)})'
+                                         for g in homogeneous(ok).values()) + '.']
+    return '\n'.join(lines)
 
 
 def values(summaries, key, default=None):
@@ -497,6 +639,21 @@ def curve_table(runs, max_cols=11):
     return '\n'.join(lines)
 
 
+# The claims' rule for what a table calls a difference (claims.py's verdict): from fewer than 3 seeds (paired) or
+# runs a side (Welch) the 95% interval is shown but not called. On 2 it has 1 degree of freedom, t(0.975, 1) = 12.7,
+# and rests on one estimate of the spread
+MIN_SEEDS = 3
+
+
+def gap_words(c):
+    """'too few seeds', 'within noise' (the 95% interval contains 0) or 'not within noise: B lower / higher'."""
+    n = c['n'] if c['test'] == 'paired' else min(c['n'])
+    if n < MIN_SEEDS:
+        return 'too few seeds'
+    return 'within noise' if c['lo'] <= 0 <= c['hi'] else 'not within noise: B ' + ('lower' if c['diff'] < 0 else
+                                                                                     'higher')
+
+
 def comparison_row(d, a, b, va, vb):
     """One comparison B - A of val loss at depth d; va, vb: {seed: final val loss}."""
     c = compare(va, vb)
@@ -505,8 +662,7 @@ def comparison_row(d, a, b, va, vb):
         why = 'one seed' if set(va) & set(vb) else 'one run on a side, no seed shared'  # compare()'s two cases
         cols = [seeds(c['seeds']), f"{c['diff']:+.4f}", f'none: {why}', '—', why, 'unknown']
     else:
-        gap = ('within noise' if c['lo'] <= 0 <= c['hi'] else
-               'not within noise: B ' + ('lower' if c['diff'] < 0 else 'higher'))
+        gap = gap_words(c)
         if c['test'] == 'paired':
             cols = [seeds(c['seeds']), f"{c['diff']:+.4f} ± {c['sd']:.4f}", f'paired t, n={c["n"]}']
         else:
@@ -678,12 +834,21 @@ def needle_table(summaries):
 
 
 def runs_table(ok):
-    lines = ['| run | params | iters | tokens/s | wall s | device | dtype |', '|---|---|---|---|---|---|---|']
+    """A row per run. tokens/s: summary.json's, the training steps' rate past the first log window (warm-up and
+    compiling left out); a run of one log window has none there, and the window's own rate from log.jsonl is given,
+    marked (warm-up). train s: summary.json's wall_time_s, timed from the first step to the summary (evaluations and
+    checkpoints in; Python's start, loading the data, building the model and timing the MFU peak out)."""
+    lines = ['| run | params | iters | tokens/s | train s | device | dtype |', '|---|---|---|---|---|---|---|']
     for s in ok:
-        tps = f"{s['tokens_per_sec']:,.0f}" if s.get('tokens_per_sec') else ''
+        first = [e['tokens_per_sec'] for e in s['_log'] if e.get('kind') == 'train' and e.get('tokens_per_sec')]
+        tps = (f"{s['tokens_per_sec']:,.0f}" if s.get('tokens_per_sec') else
+               f"{statistics.mean(first):,.0f} (warm-up)" if first else '—')
         lines.append(f"| {s['_name']} | {s['n_params'] / 1e6:.2f}M | {s['iter']} | {tps} | "
                      f"{s['wall_time_s']:.0f} | {s['device']} | {s['dtype']} |")
-    return '\n'.join(lines)
+    return '\n'.join(lines + ['', 'train s: from the first training step to the end, evaluations and checkpoints '
+                                   'included; the start of Python, loading the data, building the model and timing '
+                                   'the MFU peak are not in it, so ablate.sh\'s "done ... in Ns" (the whole '
+                                   'process) is longer. tokens/s: the training steps past the first log window.'])
 
 
 # ----------------------------------------------------------------------------- plots
@@ -772,11 +937,9 @@ def plot_section(data):
 
 # ----------------------------------------------------------------------------- the report
 
-def markdown(runs):
-    """results.md's text: a pure function of the runs' summary.json and log.jsonl (and analysis.json)."""
-    ok = sorted((s for c in runs.values() for s in c['ok']),
-                key=lambda s: (depth_key(s['_depth']), variant_key(s['_variant']), s['_seed']))
-    parts = [title(ok) if ok else '# Results: no finished runs']
+def warnings(runs, ok):
+    """The warnings at the top of results.md: folder names, code, machines, settings."""
+    parts = []
     named = [f"`{s['_name']}` trained with seed {s['_seed']} (its config): counted as seed {s['_seed']}"
              for s in ok if not s['_name'].endswith(f"_s{s['_seed']}")]
     named += [f"`{n}`: a second run of its cell with a seed already counted (a copy?): left out"
@@ -784,23 +947,24 @@ def markdown(runs):
     if named:
         parts += ['', '**Warning: folder names.** A run\'s seed is the one in its summary.json, not in its folder\'s '
                   'name:', ''] + [f'- {m}' for m in named]
-    code = mixed_code(ok)
-    if code:
-        parts += ['', '**Warning: mixed code.** These runs were not all trained by one committed version of the code '
-                  '(summary.json\'s `code`, or the sweep\'s backfilled provenance.json), so a difference between '
-                  'them may be the code\'s:', ''] + \
-                 [f'- {m}' for m in code]
+    parts += code_warning(ok)
     machines = mixed_machines(runs)
     if machines:
-        parts += ['', '**Warning: mixed processors, number formats or numerics.** These cells and comparisons set '
-                  'runs side by side that were computed differently (summary.json\'s `machine` and `dtype`, or the '
-                  'sweep\'s backfilled provenance.json), so a difference between them may be the machine\'s, the '
-                  'format\'s or the code\'s:', ''] + [f'- {m}' for m in machines]
+        parts += ['', '**Warning: mixed processors, number formats, execution paths, threads or numerics.** These '
+                  'cells and comparisons set side by side runs that were computed differently (summary.json\'s '
+                  '`machine`, `dtype`, `compile` and `cuda_graph`, or the sweep\'s backfilled provenance.json), so a '
+                  'difference between them may be the computation\'s:', ''] + [f'- {m}' for m in machines]
     mixed = mixed_settings(ok)
     if mixed:
         parts += ['', '**Warning: mixed settings.** These runs differ in more than their seed, and the tables below '
                   'average and pair them as if they did not. Give each setting a sweep of its own (ablate.sh '
                   'refuses a launch that would mix them):', ''] + [f'- {m}' for m in mixed]
+    return parts
+
+
+def loss_sections(runs):
+    """The final losses (the seed's variants, the others), per variant, and over training."""
+    parts = []
     seed_cols = [v for v in SEED_VARIANTS if any(vv == v for vv, _ in runs)]
     extra = sorted({v for v, _ in runs} - set(SEED_VARIANTS), key=variant_key)
     if seed_cols:
@@ -821,15 +985,22 @@ def markdown(runs):
         parts += ['', '## Val loss over training', '',
                   'Val loss at each evaluation (columns: iteration) that every run of the sweep logged, mean ± std '
                   'over seeds; at most 11 columns, evenly spaced.', '', curves]
+    return parts
+
+
+def comparison_sections(runs):
+    """The seeds' comparisons in val loss, the λ tables and Diff+Sym against Diff in λ_full, and the plots."""
+    parts = []
     comparisons = comparison_table(runs)
     if comparisons:
         parts += ['', '## Comparisons', '',
                   'B − A: final val loss of B minus that of the reference A (negative: B is lower). Where A and B '
                   'have seeds in common (seed s gives both the same batches in the same order), the paired '
                   'differences over those seeds: mean ± std, the 95% interval mean ± t(0.975, n−1)·std/√n and '
-                  'the two-sided p of the paired t-test; otherwise Welch\'s t on the two groups. gap: "within noise" '
-                  'when the 95% interval contains 0. A val, B val: mean ± std over each one\'s seeds, the '
-                  'seed-to-seed spread to set the gap against.', '', comparisons]
+                  'the two-sided p of the paired t-test; otherwise Welch\'s t on the two groups. gap, by the rule of '
+                  f'`results/claims.md`: "too few seeds" under {MIN_SEEDS} seeds (paired) or runs a side (Welch), '
+                  'else "within noise" when the 95% interval contains 0. A val, B val: mean ± std over each one\'s '
+                  'seeds, the seed-to-seed spread to set the gap against.', '', comparisons]
     lam = lambda_tables(runs)
     if lam:
         parts += ['', '## Per-layer lambda after training', '', lam]
@@ -838,20 +1009,36 @@ def markdown(runs):
     figures = plot_section(plot_data(runs))
     if figures:
         parts += ['', '## Plots', '', figures]
-    if ok:
-        parts += ['', '## Runs', '', runs_table(ok)]
-        diag = diagnostics_table(ok)
-        if diag:
-            parts += ['', '## Diagnostics (analyze.py, where analysis.json exists)', '', diag]
-            summary = measures_summary(runs, 'analysis.json', diag_metrics, DIAG_PAIRS, 'The sink claims')
-            parts += ['', summary] if summary else []
-        needle = needle_table(ok)
-        summary = measures_summary(runs, 'needle_eval.json', needle_metrics, NEEDLE_PAIRS, 'The retrieval claim')
-        if needle or summary:
-            parts += ['', '## Retrieval (needle_eval.py, where needle_eval.json exists)', '',
-                      'Accuracy at the first query by needle count N (mean over depths), and the first query\'s '
-                      'attention on the answer needle and on the rest of the haystack (mean over N, heads and '
-                      'layers).'] + [x for t in (needle, summary) if t for x in ('', t)]
+    return parts
+
+
+def run_sections(runs, ok):
+    """The runs, analyze.py's diagnostics and needle_eval.py's retrieval measures."""
+    parts = ['', '## Runs', '', runs_table(ok)]
+    diag = diagnostics_table(ok)
+    if diag:
+        parts += ['', '## Diagnostics (analyze.py, where analysis.json exists)', '', diag]
+        summary = measures_summary(runs, 'analysis.json', diag_metrics, DIAG_PAIRS, 'The sink claims')
+        parts += ['', summary] if summary else []
+    needle = needle_table(ok)
+    summary = measures_summary(runs, 'needle_eval.json', needle_metrics, NEEDLE_PAIRS, 'The retrieval claim')
+    if needle or summary:
+        parts += ['', '## Retrieval (needle_eval.py, where needle_eval.json exists)', '',
+                  'Accuracy at the first query by needle count N (mean over depths), and the first query\'s '
+                  'attention on the answer needle and on the rest of the haystack (mean over N, heads and '
+                  'layers).'] + [x for t in (needle, summary) if t for x in ('', t)]
+    return parts
+
+
+def markdown(runs, sweep=None):
+    """results.md's text: a pure function of the runs' summary.json and log.jsonl (and analysis.json); sweep: the
+    folder's name, for the command's SWEEP where ablate.sh would name it otherwise."""
+    ok = sorted((s for c in runs.values() for s in c['ok']),
+                key=lambda s: (depth_key(s['_depth']), variant_key(s['_variant']), s['_seed']))
+    parts = [title(ok) if ok else '# Results: no finished runs']
+    parts += ['', where_section(ok, sweep)] if ok else []
+    parts += warnings(runs, ok) + loss_sections(runs) + comparison_sections(runs)
+    parts += run_sections(runs, ok) if ok else []
     return '\n'.join(parts) + '\n'
 
 
@@ -881,7 +1068,7 @@ def render(root):
     runs = load_runs(root)
     if not runs:
         raise SystemExit(f"report.py: no run folders (<variant>_<depth>_s<seed>) in {root}")
-    text, data = markdown(runs), plot_data(runs)  # everything computed before anything is written
+    text, data = markdown(runs, os.path.basename(os.path.normpath(root))), plot_data(runs)  # all before writing
     write_text(os.path.join(root, 'results.md'), text)
     plots(data, root)
     return text

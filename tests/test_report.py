@@ -44,7 +44,7 @@ def make_run(root, name, val, train=None, step=None, lambdas=(), **config):
     summary = dict(config=cfg, n_params=1.2e6, iter=cfg['max_iters'], finished=True,
                    final_train_loss=train if train is not None else val - 0.01, final_val_loss=val,
                    final_eval_iter=cfg['max_iters'], lambda_table=table, tokens_per_sec=1e4, wall_time_s=400.0,
-                   device='cpu', dtype='bfloat16')
+                   device='cpu', dtype='bfloat16', compile=False, cuda_graph=False)
     with open(os.path.join(d, 'summary.json'), 'w') as f:
         json.dump(summary, f)
     with open(os.path.join(d, 'log.jsonl'), 'w') as f:
@@ -142,6 +142,7 @@ def test_comparisons_section(tmp_path):
                         'paired t, n=3', 'within noise', '1.5000 ± 0.1000', '1.4800 ± 0.0900']
     assert sym[7:9] == ['paired t, n=3', 'within noise']
     assert gated[3] == 'A: 1, 2, 10; B: 4, 5' and gated[7].startswith('Welch t, n=3+2, df=')
+    assert gated[8] == 'too few seeds'  # 2 runs on a side: the claims' rule, whatever the interval
     assert noself[3:9] == ['1', '+0.0530', 'none: one seed', '—', 'one seed', 'unknown']
     # a clear gap: B always 0.05 higher give or take 0.001
     for s, v in {1: 1.5, 2: 1.6, 3: 1.4}.items():
@@ -451,9 +452,9 @@ def sweep_folders(base):
 
 def rerender_matches(folder, tmp):
     """Copy only the run folders' files (summary.json, log.jsonl, analyze.py's analysis.json and needle_eval.py's
-    needle_eval.json) and the sweep's backfilled provenance.json to a fresh folder elsewhere, re-render there and
-    compare byte for byte with folder/results.md."""
-    copy = os.path.join(tmp, 'copy_of_' + os.path.basename(folder))
+    needle_eval.json) and the sweep's backfilled provenance.json to a fresh folder of the same name elsewhere (the
+    name is the command's SWEEP), re-render there and compare byte for byte with folder/results.md."""
+    copy = os.path.join(tmp, os.path.basename(folder))
     os.makedirs(copy)
     if os.path.exists(os.path.join(folder, 'provenance.json')):
         shutil.copy(os.path.join(folder, 'provenance.json'), copy)
@@ -648,6 +649,10 @@ def test_a_table_of_runs_from_mixed_code_says_so(tmp_path):
     for v in ('nanogpt', 'diff', 'sym'):
         code(tmp_path, f'{v}_3L_s1', 'a' * 40, False)
     assert 'mixed code' not in report.markdown(report.load_runs(tmp_path))
+    code(tmp_path, 'sym_3L_s1', 'a' * 40, True)  # one commit, one run from an edited tree: not mixed code
+    text = report.markdown(report.load_runs(tmp_path))
+    assert 'mixed code' not in text and 'Code: aaaaaaa (3 runs).' in text
+    assert 'a tree with uncommitted changes: sym_3L_s1' in text.split('**Warning: uncommitted changes.**')[1]
     code(tmp_path, 'sym_3L_s1', 'b' * 40, True)
     warning = report.markdown(report.load_runs(tmp_path)).split('**Warning: mixed code.**')[1].split('\n## ')[0]
     assert 'commits aaaaaaa (diff_3L_s1, nanogpt_3L_s1) / bbbbbbb (sym_3L_s1)' in warning
@@ -674,10 +679,20 @@ def test_runs_of_other_machines_formats_or_superseded_numerics_are_named(tmp_pat
     edit('diff_sym_3L_s2', machine=dict(cpu=dict(name='AMD EPYC 7551', threads=2), gpu='NVIDIA H200',
                                         capability='9.0'), dtype='bfloat16')
     warning = report.markdown(report.load_runs(tmp_path)).split('mixed processors')[1].split('\n## ')[0]
-    assert '- gpt+Diff+Sym 3L: float32 on AMD EPYC 7551 (s1); bfloat16 on NVIDIA H200 (s2)' in warning
-    assert 'gpt+Diff+Sym − gpt+Sym, 3L: A float32 on AMD EPYC 7551; B float32 on AMD EPYC 7551 / bfloat16 on ' \
-        'NVIDIA H200' in warning
+    assert '- gpt+Diff+Sym 3L: float32 on AMD EPYC 7551, eager, 2 threads (s1); bfloat16 on NVIDIA H200, eager ' \
+        '(s2)' in warning  # a GPU run's CPU threads do not compute its numbers
+    assert 'gpt+Diff+Sym − gpt+Sym, 3L: A float32 on AMD EPYC 7551, eager, 2 threads; B float32 on AMD EPYC 7551, ' \
+        'eager, 2 threads / bfloat16 on NVIDIA H200, eager' in warning
     assert 'gpt+Sym − nanogpt' not in warning  # both of one machine and format
+    # the execution path and the thread count move numbers too; a run that does not record its threads is of its own
+    edit('sym_3L_s1', compile=True)
+    edit('nanogpt_3L_s2', machine=dict(cpu=dict(name='AMD EPYC 7551', threads=1)))
+    edit('nanogpt_3L_s1', machine=dict(cpu=dict(name='AMD EPYC 7551')))
+    warning = report.markdown(report.load_runs(tmp_path)).split('mixed processors')[1].split('\n## ')[0]
+    assert '- gpt+Sym 3L: float32 on AMD EPYC 7551, compiled, 2 threads (s1); float32 on AMD EPYC 7551, eager, ' \
+        '2 threads (s2)' in warning
+    assert '- nanogpt 3L: float32 on AMD EPYC 7551, eager, threads unknown (s1); float32 on AMD EPYC 7551, eager, ' \
+        '1 thread (s2)' in warning
     # runs older than that record: the backfilled file, and the numerics it marks
     (tmp_path / 'provenance.json').write_text(json.dumps({
         'diff_3L_s1': dict(backfilled=True, machine='AMD EPYC Genoa', dtype='bfloat16', predates=['8b66842'],
@@ -687,7 +702,10 @@ def test_runs_of_other_machines_formats_or_superseded_numerics_are_named(tmp_pat
             edit(name, machine=None, dtype='bfloat16')
     text = report.markdown(report.load_runs(tmp_path))
     assert 'trained before 8b66842' in text.split('mixed code')[1] and 'superseded numerics: diff_3L_s1' in text
-    assert '- gpt+Diff 3L: bfloat16 on AMD EPYC Genoa, before 8b66842 (s1); bfloat16 on unknown (s2)' in text
+    # the backfilled entry has no commit (trained_at null): its processor is inferred, and says so
+    assert '- gpt+Diff 3L: bfloat16 on AMD EPYC Genoa (*inferred*), eager, threads unknown, before 8b66842 (s1); ' \
+        'bfloat16 on unknown, eager, threads unknown (s2)' in text
+    assert 'Code: not recorded (7 runs); not recorded (*inferred* provenance) (1 run).' in text
     # a run with its own record: superseded where its commit predates the rule in a config the rule changes
     assert report.NUMERICS[0][3](dict(attn='diff', leak='zero_future', dropout=0.2))
     assert not report.NUMERICS[0][3](dict(attn='diff', leak='none', dropout=0.2))  # the fused path: always the rule
@@ -704,27 +722,34 @@ def test_claims_pages_are_what_claims_py_renders():
     assert open(claims.README_MD).read() == readme, "README.md's \"What we found\" is not what claims.py renders"
 
 
-def test_claims_verdict_rule(tmp_path, monkeypatch):
+def synthetic_row(diffs, predicts='<0', metric='val', claim=2, **kw):
+    """A measured row as claims.measure leaves it, on differences B - A by seed (A = 0), one homogeneous group."""
+    import claims
+    seeds = list(range(1, len(diffs) + 1))
+    r = dict(missing=False, superseded=[], seeds=seeds, dropped=[], on=['x'], counts=[],
+             test=claims.Test(claim, 'results/<x>', '3L', 'sym', 'diff_sym', metric, predicts))
+    if len(diffs) >= 2:
+        r['stat'] = report.paired_t({s: 0.0 for s in seeds}, dict(zip(seeds, diffs)))
+        r['groups'] = [dict(label='x', seeds=seeds, homogeneous=True, stat=r['stat'])]
+    r.update(kw)
+    return r
+
+
+def test_claims_verdict_rule():
     """The rule on synthetic rows: the interval decides only with 3+ paired seeds of current numerics; seeds without
     the precondition are dropped, not counted; an absent folder or a run of superseded numerics is not measured."""
     import claims
-    def row(diffs, predicts='<0', **kw):
-        r = dict(missing=False, superseded=[], seeds=list(range(1, len(diffs) + 1)), dropped=[], on=['x'],
-                 test=claims.Test(2, 'results/<x>', '3L', 'sym', 'diff_sym', 'val', predicts))
-        if len(diffs) >= 2:
-            r['stat'] = report.paired_t({i + 1: 0.0 for i in range(len(diffs))},
-                                        {i + 1: d for i, d in enumerate(diffs)})
-        r.update(kw)
-        return r
-    assert claims.verdict(row([-0.1, -0.12, -0.11])) == 'supported'
-    assert claims.verdict(row([0.1, 0.12, 0.11])) == 'contradicted'
-    assert claims.verdict(row([-0.1, 0.12, 0.01])) == 'within noise'
-    assert claims.verdict(row([-0.1, -0.11])) == 'too few seeds'  # even where the interval excludes 0
-    assert claims.verdict(row([0.1, 0.12, 0.11], 'not <0')) == 'supported'
-    assert claims.verdict(row([-0.1, 0.12, 0.01], 'not <0')) == 'within noise'
-    assert claims.verdict(row([-0.1, -0.12, -0.11], 'not <0')) == 'contradicted'
-    assert claims.verdict(row([-0.1, -0.12, -0.11], superseded=['8b66842'])).startswith('not measured')
-    assert claims.verdict(row([], seeds=[])) == 'not shown (precondition absent)'
+
+    def called(*rows):
+        claims.correct(list(rows))
+        return [claims.verdict(r) for r in rows]
+    assert called(synthetic_row([-0.1, -0.12, -0.11])) == ['supported']
+    assert called(synthetic_row([0.1, 0.12, 0.11])) == ['contradicted']
+    assert called(synthetic_row([-0.1, 0.12, 0.01])) == ['within noise']
+    assert called(synthetic_row([-0.1, -0.11])) == ['too few seeds']  # even where the interval excludes 0
+    assert called(synthetic_row([-0.1, -0.12, -0.11], '')) == ['B lower']
+    assert called(synthetic_row([-0.1, -0.12, -0.11], superseded=['8b66842']))[0].startswith('not measured')
+    assert called(synthetic_row([], seeds=[])) == ['not shown (precondition absent)']
     # an absent folder renders as not measured instead of failing
     r = claims.measure(claims.Test(2, 'results/<an absent sweep>', '3L', 'sym', 'diff_sym', 'val', '<0'))
     assert r['missing'] and claims.verdict(r) == 'not measured under the current code'
@@ -735,6 +760,62 @@ def test_claims_verdict_rule(tmp_path, monkeypatch):
                                    'first_token_L2', '<0', 'sink_L2', halves=True))
     assert r['dropped'] == [2] and r['seeds'] == [1, 3, 4, 5]
     assert all(r['a'][s] > claims.SINK for s in r['seeds']) and r['a'][2] <= claims.SINK
+
+
+def test_holm_on_known_values():
+    """Holm's step-down: sorted p 0.005, 0.01, 0.03, 0.04 of m = 4 become 4 x 0.005, 3 x 0.01, 2 x 0.03 and
+    max(0.06, 1 x 0.04), each returned in its own place; capped at 1; one test is its own p."""
+    import claims
+    assert claims.holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert claims.holm([0.5, 0.4]) == pytest.approx([0.8, 0.8]) and claims.holm([0.9, 0.6]) == [1.0, 1.0]
+    assert claims.holm([0.03]) == [0.03]
+
+
+def test_holm_makes_a_claims_rows_one_family():
+    """Two rows of one claim, each p = 0.03 alone: uncorrected both would be called; Holm over the two gives 0.06 and
+    neither is, and the verdict says which it used and what the uncorrected call was. A row of another claim is of
+    another family."""
+    import claims
+    sd = 0.1 / (float(report.stats.t.ppf(1 - 0.03 / 2, 4)) / math.sqrt(5))  # the sd that gives p = 0.03
+    diffs = [-0.1 + sd * z for z in (-1.2649, -0.6325, 0, 0.6325, 1.2649)]  # sample sd of these z is 1
+    assert report.paired_t({i: 0 for i in range(5)}, dict(enumerate(diffs)))['p'] == pytest.approx(0.03, 1e-3)
+    one, two, other = synthetic_row(diffs), synthetic_row(diffs), synthetic_row(diffs, claim=3)
+    claims.correct([one, two, other])
+    assert one['adj']['p'] == pytest.approx(0.06, 1e-3) and one['adj']['m'] == 2
+    assert claims.verdict(one) == 'within noise' and claims.verdict(other) == 'supported'
+    assert claims.method(one) == 'Holm over 2 rows; uncorrected: supported'
+    assert claims.method(other) == 'Holm over 1 row'
+
+
+def test_tost_is_the_90_percent_interval_inside_the_margin():
+    """Two one-sided tests: p < 0.05 exactly where the 90% interval d +- t(0.95, n-1) se lies inside (-m, m); the
+    p is the larger one-sided tail, computed here in closed form for a case by hand."""
+    import claims
+    m = 0.01
+    for d in (-0.012, -0.008, -0.004, 0.0, 0.003, 0.0075, 0.009, 0.02):
+        for sd in (0.001, 0.003, 0.01):
+            st = dict(diff=d, sd=sd, n=5)
+            half = report.stats.t.ppf(0.95, 4) * sd / math.sqrt(5)
+            inside = -m < d - half and d + half < m
+            assert (claims.tost(st, m) < 0.05) == inside, (d, sd)
+    se = 0.003 / math.sqrt(5)
+    assert claims.tost(dict(diff=0.002, sd=0.003, n=5), m) == pytest.approx(
+        report.stats.t.cdf((0.002 - m) / se, 4), rel=1e-12)
+
+
+def test_a_parity_claim_renders_equivalent_worse_better_or_inconclusive():
+    """Claim 1 ('='): equivalent within the margin where TOST says so; else worse / better where B - A excludes 0;
+    else inconclusive (a small, noisy study cannot tell equal from unmeasured)."""
+    import claims
+
+    def call(diffs):
+        r = synthetic_row(diffs, '=', claim=1)
+        claims.correct([r])
+        return claims.verdict(r)
+    assert call([0.001, -0.001, 0.0005, 0.0, -0.0005]) == f"equivalent within ±{claims.MARGIN['val']}"
+    assert call([0.17, 0.18, 0.19]) == 'worse'  # Diff's loss clearly higher: not "supported"
+    assert call([-0.17, -0.18, -0.19]) == 'better'
+    assert call([0.05, -0.04, 0.01]) == 'inconclusive'
 
 
 def test_a_row_pools_the_seeds_of_several_folders_and_refuses_a_seed_twice(tmp_path):
@@ -766,7 +847,179 @@ def test_machine_label_reads_what_train_py_records():
     model (an "AMD EPYC" alone does not say whether it has bf16 units)."""
     import hardware
     here = hardware.machine('cpu')
-    assert report.machine_label(here).startswith(here['cpu']['name'] or 'unknown CPU')
-    cpu = dict(name='AMD EPYC', family='25', model='1')
-    assert report.machine_label(dict(cpu=cpu)) == 'AMD EPYC (family 25, model 1)'
-    assert report.machine_label(dict(cpu=cpu, gpu='NVIDIA H200')) == 'NVIDIA H200'
+    known = report.CPU_NAMES.get((here['cpu']['vendor'], here['cpu']['family'], here['cpu']['model']))
+    assert report.machine_label(here) == known or report.machine_label(here).startswith(here['cpu']['name'] or
+                                                                                       'unknown CPU')
+    # one processor, one label: the family-25 model-1 EPYC that summary.json records is the pages' "AMD EPYC Milan"
+    milan = dict(name='AMD EPYC', vendor='AuthenticAMD', family='25', model='1')
+    assert report.machine_label(dict(cpu=milan)) == 'AMD EPYC Milan'
+    other = dict(name='AMD EPYC', vendor='AuthenticAMD', family='25', model='99')
+    assert report.machine_label(dict(cpu=other)) == 'AMD EPYC (family 25, model 99)'
+    assert report.machine_label(dict(cpu=milan, gpu='NVIDIA H200')) == 'NVIDIA H200'
+
+
+def summaries(root, variant, vals, depth='3L', **fields):
+    """Finished runs of one variant, {seed: val loss}, with summary.json fields (machine, dtype, compile, ...)."""
+    for seed, val in vals.items():
+        d = root / f'{variant}_{depth}_s{seed}'
+        d.mkdir(parents=True)
+        (d / 'summary.json').write_text(json.dumps(dict(config=dict(seed=seed, max_iters=10, dropout=0.0,
+                                                                    dataset='shakespeare_char'),
+                                                        final_val_loss=val, device='cpu', **fields)))
+
+
+EPYC = dict(cpu=dict(name='AMD EPYC', vendor='AuthenticAMD', family='25', model='1', threads=2))
+
+
+def test_one_processor_has_one_label_whether_recorded_or_backfilled(tmp_path):
+    """summary.json's record of a family-25 model-1 EPYC and a backfilled entry naming "AMD EPYC Milan" are one
+    processor; with the same format, path and threads they are one homogeneous group."""
+    summaries(tmp_path, 'sym', {1: 2.0}, machine=EPYC, dtype='float32', compile=False)
+    summaries(tmp_path, 'sym', {2: 2.0}, dtype='float32', compile=False)
+    (tmp_path / 'provenance.json').write_text(json.dumps({'sym_3L_s2': dict(
+        backfilled=True, machine='AMD EPYC Milan', dtype='float32', predates=[], trained_at='abc1234')}))
+    ok = report.finished(report.load_runs(tmp_path)[('sym', '3L')])
+    assert [report.provenance(s)['machine'] for s in ok] == ['AMD EPYC Milan', 'AMD EPYC Milan']
+    assert report.computed_on(ok[0]) == 'float32 on AMD EPYC Milan, eager, 2 threads'
+    assert report.computed_on(ok[1]) == 'float32 on AMD EPYC Milan, eager, threads unknown'  # unknown: its own
+
+
+def test_a_mixed_row_shows_each_group_and_is_called_only_where_they_agree(tmp_path):
+    """Seeds 1-3 of one machine, path and format, seeds 4-5 of another: each group gets its own interval beside the
+    pooled one; where the groups' differences have one sign the pooled verdict stands (marked mixed), where not the
+    row renders 'groups disagree' and no verdict."""
+    import claims
+    claims._RUNS.clear()
+    genoa = dict(machine=dict(cpu=dict(vendor='AuthenticAMD', family='25', model='17', threads=2)),
+                 dtype='bfloat16', compile=False)
+    milan = dict(machine=EPYC, dtype='float32', compile=False)
+    for folder, late in (('agree', -0.30), ('disagree', +0.30)):
+        summaries(tmp_path / folder, 'sym', {1: 2.0, 2: 2.1, 3: 2.2}, **genoa)
+        summaries(tmp_path / folder, 'diff_sym', {1: 1.9, 2: 1.99, 3: 2.11}, **genoa)
+        summaries(tmp_path / folder, 'sym', {4: 2.0, 5: 2.1}, **milan)
+        summaries(tmp_path / folder, 'diff_sym', {4: 2.0 + late, 5: 2.1 + late + 0.01}, **milan)
+    rows = [claims.measure(claims.Test(2, str(tmp_path / f), '3L', 'sym', 'diff_sym', 'val', '<0'))
+            for f in ('agree', 'disagree')]
+    claims.correct(rows)
+    agree, disagree = rows
+    assert [g['seeds'] for g in agree['groups']] == [[1, 2, 3], [4, 5]]
+    assert agree['groups'][0]['label'] == 'bfloat16 on AMD EPYC Genoa, eager, 2 threads'
+    assert agree['groups'][1]['label'] == 'float32 on AMD EPYC Milan, eager, 2 threads'
+    assert agree['groups'][0]['stat']['diff'] == pytest.approx(-0.1)  # its own paired t, not the pooled -0.178
+    cells = claims.row_cells(agree)
+    assert cells[3].startswith(claims.gap(agree, '{:.3f}') + '; G1 -0.100 [') and '; G2 -0.295 [' in cells[3]
+    assert cells[6].startswith('*mixed*: G1 = bfloat16 on AMD EPYC Genoa, eager, 2 threads (seeds 1, 2, 3); G2 = ')
+    assert claims.verdict(agree) == 'supported' and cells[7].endswith('(*mixed*)')
+    assert claims.verdict(disagree) == 'groups disagree' and not claims.method(disagree)
+
+
+def test_the_highest_of_five_reads_its_runs_under_the_rows_checks(tmp_path):
+    """The count reads the seed's five variants, not only A and B: a superseded run among them leaves it uncounted,
+    and five runs of several groups are counted by group."""
+    import claims
+    claims._RUNS.clear()
+    five = dict(nanogpt=1.9, diff=1.95, sym=2.0, diff_sym=2.1, norm_sym=2.3)
+    same = dict(machine=EPYC, dtype='float32', compile=False)
+    for v, val in five.items():
+        summaries(tmp_path / 'a', v, {1: val, 2: val + 0.01, 3: val - 0.01}, **same)
+    t = claims.Test(3, str(tmp_path / 'a'), '3L', 'sym', 'norm_sym', 'val', '>0', worst=True)
+    assert claims.measure(t)['counts'][-1] == "highest of the seed's five in 3 of 3"
+    # seed 3's baseline on another machine: that seed's five are mixed, and counted apart
+    s = json.loads((tmp_path / 'a' / 'nanogpt_3L_s3' / 'summary.json').read_text())
+    s.update(dtype='bfloat16')
+    (tmp_path / 'a' / 'nanogpt_3L_s3' / 'summary.json').write_text(json.dumps(s))
+    claims._RUNS.clear()
+    assert claims.measure(t)['counts'][-1] == ("highest of the seed's five (*mixed*): 2 of 2 on float32 on AMD EPYC "
+                                               "Milan, eager, 2 threads; 1 of 1 on seeds whose five runs are *mixed*")
+    # a Diff run of superseded numerics among the five: the count is not made, though A and B are current
+    (tmp_path / 'a' / 'provenance.json').write_text(json.dumps({'diff_3L_s2': dict(predates=['8b66842'])}))
+    claims._RUNS.clear()
+    r = claims.measure(t)
+    assert r['counts'][-1] == "highest of the seed's five: not counted (runs before 8b66842)" and not r['superseded']
+
+
+def test_a_selecting_row_is_followed_by_its_unselected_twin(tmp_path, monkeypatch):
+    """A row that drops seeds by a precondition (or reads one layer) is followed by the same comparison over every
+    seed (and all layers); the twin is in the claim's Holm family; a twin that another row already is, is not
+    repeated."""
+    import claims
+    claims._RUNS.clear()
+    summaries(tmp_path, 'sym', {1: 2.0, 2: 2.1, 3: 2.2, 4: 1.5}, machine=EPYC, dtype='float32', compile=False)
+    summaries(tmp_path, 'diff_sym', {1: 1.9, 2: 1.98, 3: 2.12, 4: 1.6}, machine=EPYC, dtype='float32', compile=False)
+    monkeypatch.setitem(claims.NEEDS, 'high', ('a loss above 1.8', 'summary.json', lambda s: s['final_val_loss'] > 1.8))
+    folder = str(tmp_path)
+    selected = claims.Test(2, folder, '3L', 'sym', 'diff_sym', 'val', '<0', 'high')
+    monkeypatch.setattr(claims, 'TESTS', [selected])
+    rows = claims.measure_all()
+    assert [r['test'] for r in rows] == [selected, claims.replace(selected, needs='')]
+    assert rows[0]['seeds'] == [1, 2, 3] and rows[1]['seeds'] == [1, 2, 3, 4] and rows[1]['twin_of'] == selected
+    assert rows[0]['adj']['m'] == rows[1]['adj']['m'] == 2
+    assert claims.number(rows[1]) == '2, twin'
+    monkeypatch.setattr(claims, 'TESTS', [selected, claims.replace(selected, needs='')])  # the twin is a row already
+    assert len(claims.measure_all()) == 2
+    assert claims.twin(claims.replace(selected, metric='first_token_L1'), dict(dropped=[])).metric == 'first_token'
+
+
+def test_readme_shows_one_row_per_claim_by_the_rule(tmp_path, monkeypatch):
+    """README's findings: one row per claim, the one the rule picks (a decided row on one homogeneous group of 3
+    seeds over a mixed one), the count of the claim's other rows by verdict, and a command with both arms."""
+    import claims
+    claims._RUNS.clear()
+    genoa = dict(machine=dict(cpu=dict(vendor='AuthenticAMD', family='25', model='17', threads=2)),
+                 dtype='bfloat16', compile=False)
+    summaries(tmp_path / 'one', 'sym', {1: 2.0, 2: 2.1, 3: 2.2}, **genoa)
+    summaries(tmp_path / 'one', 'diff_sym', {1: 2.05, 2: 2.16, 3: 2.24}, **genoa)
+    summaries(tmp_path / 'two', 'sym', {1: 2.0, 2: 2.1}, **genoa)
+    summaries(tmp_path / 'two', 'sym', {3: 2.2, 4: 2.3}, machine=EPYC, dtype='float32', compile=False)
+    summaries(tmp_path / 'two', 'diff_sym', {1: 2.05, 2: 2.16}, **genoa)
+    summaries(tmp_path / 'two', 'diff_sym', {3: 2.24, 4: 2.4}, machine=EPYC, dtype='float32', compile=False)
+    tests = [claims.Test(2, str(tmp_path / f), '3L', 'sym', 'diff_sym', 'val', '<0') for f in ('two', 'one')]
+    monkeypatch.setattr(claims, 'TESTS', tests + [claims.Test(3, str(tmp_path / 'one'), '3L', 'sym', 'norm_sym',
+                                                              'val', '>0')])
+    results = claims.measure_all()
+    rows = claims.readme_rows(results, [])
+    assert len(rows) == 2  # claims 2 and 3, one row each
+    two = cells(rows[0])
+    assert two[0] == claims.CLAIMS[2][0] and two[1].startswith('`one` 3L') and two[2] == '3'
+    assert two[4].startswith('**contradicted**') and two[5] == '1 contradicted'
+    assert 'VARIANTS="sym diff_sym"' in two[6] and 'SEEDS="1 2 3"' in two[6]
+    assert cells(rows[1])[4] == '**not measured under the current code**' and cells(rows[1])[6] == '—'
+
+
+def test_command_names_the_profile_and_what_the_runs_changed(tmp_path):
+    """results.md's command: the profile whose schedule the runs' configs match (here cpu_long), their variants and
+    seeds, and the flags they changed (dropout 0.2) with SWEEP where ablate.sh would name the folder otherwise."""
+    for s in (1, 2):
+        make_run(tmp_path / 'a', f'nanogpt_3L_s{s}', 1.5)
+        make_run(tmp_path / 'a', f'diff_3L_s{s}', 1.4)
+        make_run(tmp_path / 'b', f'sym_3L_s{s}', 1.5, dropout=0.2, leak='zero_future', causal=False)
+    ok = [s for c in report.load_runs(tmp_path / 'a').values() for s in c['ok']]
+    assert report.command(ok, 'shakespeare_cpu_long') == 'PROFILE=cpu_long VARIANTS="nanogpt diff" SEEDS="1 2" ' \
+        './ablate.sh'
+    text = report.render(str(tmp_path / 'b'))
+    assert 'Command: `SWEEP=b PROFILE=cpu_long LEAK=zero_future VARIANTS="sym" SEEDS="1 2" ./ablate.sh ' \
+        '--dropout=0.2`.' in text
+    assert 'Code: not recorded (2 runs).' in text and 'Computed on: bfloat16 on unknown, eager, threads unknown ' \
+        '(2 runs).' in text
+
+
+def test_runs_table_tokens_per_second_of_a_one_window_run(tmp_path):
+    """A run of one log window has no tokens/s in summary.json (the first window is warm-up, left out): the table
+    gives the window's own rate from log.jsonl, marked, instead of an empty cell."""
+    make_run(tmp_path, 'nanogpt_3L_s1', 1.5)
+    path = tmp_path / 'nanogpt_3L_s1'
+    s = json.loads((path / 'summary.json').read_text())
+    (path / 'summary.json').write_text(json.dumps(dict(s, tokens_per_sec=None)))
+    with open(path / 'log.jsonl', 'a') as f:
+        f.write(json.dumps(dict(iter=10, kind='train', loss=3.0, tokens_per_sec=10336.0)) + '\n')
+    row = next(l for l in section(report.render(str(tmp_path)), 'Runs').splitlines() if l.startswith('| nano'))
+    assert cells(row)[3:5] == ['10,336 (warm-up)', '400']
+
+
+def test_every_function_of_the_renderers_is_within_80_lines():
+    import ast
+    for name in ('report.py', 'claims.py'):
+        tree = ast.parse(open(os.path.join(ROOT, name)).read())
+        long = [f'{n.name} ({n.end_lineno - n.lineno + 1} lines)' for n in ast.walk(tree)
+                if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.end_lineno - n.lineno + 1 > 80]
+        assert not long, f'{name}: {long}'
