@@ -219,8 +219,8 @@ One rule, `claims.py`'s `verdict()`, in this order:
 6. A parity claim ("does not help": no gain, no loss) is tested for equivalence by two one-sided tests (Schuirmann):
    against B − A ≤ −m, t = (d + m)/se, and against B − A ≥ m, t = (d − m)/se, its p the larger of the two one-sided
    p values; it is below {ALPHA} exactly where the 90% interval lies inside (−m, m). The margin m is fixed in
-   `claims.py` before the runs ({'; '.join(f'{k}: ±{v}' for k, v in MARGIN.items())}, one unit of the last digit
-   of the seed's own table). With Holm over the family's equivalence p values, and then over its difference p
+   `claims.py` (`MARGIN`; {'; '.join(f'{k}: ±{v}' for k, v in MARGIN.items())}) from the seed's own table, one unit
+   of its last printed digit, not from any run here. With Holm over the family's equivalence p values, and then over its difference p
    values: **equivalent within ±m**, else **worse** / **better** (B's loss above / below A's), else **inconclusive**.
 
 *mixed*: the row's runs are not one homogeneous group. Two runs are alike only where they share processor (one label
@@ -602,11 +602,12 @@ def number(r):
 
 def claims_table(results):
     lines = ['| # | runs | measure | A | B | A: mean ± std | B: mean ± std | seeds | B − A [95% interval] '
-             '| p | per seed | computed on | verdict |', '|' + '---|' * 13]
+             '| p | per seed | computed on | verdict | reproduce (both arms) |', '|' + '---|' * 14]
     for r in results:
         t = r['test']
         lines.append(f"| {number(r)} | {setting(t)} | {METRICS[t.metric][0]} | {label(t.a)} | "
-                     f"{label(t.b)} | " + ' | '.join(row_cells(r)) + ' |')
+                     f"{label(t.b)} | " + ' | '.join(row_cells(r)) + ' | '
+                     + (f"`{r['command']}`" if r['command'] else '—') + ' |')
     return '\n'.join(lines)
 
 

@@ -884,6 +884,22 @@ def test_one_processor_has_one_label_whether_recorded_or_backfilled(tmp_path):
     assert report.computed_on(ok[1]) == 'float32 on AMD EPYC Milan, eager, threads unknown'  # unknown: its own
 
 
+def test_code_era_is_part_of_what_a_run_was_computed_on(tmp_path):
+    """A run in a config a NUMERICS commit changes is of that commit's era: before it (superseded), or unknown where
+    no commit is recorded to tell; a run the commit does not touch has no era to state."""
+    leak = dict(attn='diff', leak='zero_future', dropout=0.2)
+    summaries(tmp_path, 'diff', {1: 2.0, 2: 2.0, 3: 2.0}, machine=EPYC, dtype='float32', compile=False)
+    for seed, cfg in ((1, leak), (2, leak), (3, dict(leak, dropout=0.0))):
+        path = tmp_path / f'diff_3L_s{seed}' / 'summary.json'
+        s = json.loads(path.read_text())
+        s['config'].update(cfg)
+        path.write_text(json.dumps(s))
+    (tmp_path / 'provenance.json').write_text(json.dumps({'diff_3L_s1': dict(predates=['8b66842'])}))
+    ok = report.finished(report.load_runs(tmp_path)[('diff', '3L')])
+    assert [report.computed_on(s).split('2 threads')[1] for s in ok] == [', before 8b66842',
+                                                                          ', era of 8b66842 unknown', '']
+
+
 def test_a_mixed_row_shows_each_group_and_is_called_only_where_they_agree(tmp_path):
     """Seeds 1-3 of one machine, path and format, seeds 4-5 of another: each group gets its own interval beside the
     pooled one; where the groups' differences have one sign the pooled verdict stands (marked mixed), where not the
