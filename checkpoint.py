@@ -1,68 +1,95 @@
 """
 A run's checkpoints: ckpt.pt (everything a resume needs) and best.pt (the best weights), written atomically, and the
-rules of a resume: it continues the run exactly, so a key that changes what the run computes is refused unless the
-command line asks for it (FREE_ON_RESUME in config.py lists the keys that may change freely).
+rules of a resume: it continues the run as it was, with the run's own settings from ckpt.pt, changing only the keys
+the command line names; its model is the checkpoint's, so a command that names another model is refused.
 """
 import os
-from dataclasses import asdict
+from dataclasses import asdict, fields
 
 import torch
 
-from config import DEFAULTS, FREE_ON_RESUME, MODEL_KEYS
-from model import CHECKPOINT_FORMAT, UnreadableCheckpoint, load_checkpoint
+from config import DEFAULTS, FREE_ON_RESUME, MODEL_KEYS, config_files, explicit_keys, file_keys, pinned_model_keys
+from dataset import load_meta
+from model import CHECKPOINT_FORMAT, GPTConfig, UnreadableCheckpoint, load_checkpoint
 from output import atomic_write
 from rundir import RunError, run_path
 
 
-def check_resume_config(cfg, saved, explicit, path):
-    """A resume continues the run exactly, so a training key whose value differs from the run's is refused, each
-    named, unless it was given on the command line: that changes the run on purpose (--max_iters, to extend it).
-    Returns the accepted changes."""
-    changed = {k: (saved[k], cfg[k]) for k in DEFAULTS
-               if k not in MODEL_KEYS and k not in FREE_ON_RESUME and k in saved and saved[k] != cfg[k]}
-    refused = [k for k in changed if k not in explicit or cfg['resume_strict']]
-    if refused and cfg['resume_strict']:
-        raise ValueError(f"{path} was trained with " + ', '.join(f"{k}={changed[k][0]!r}" for k in refused) +
-                         "; this command gives " + ', '.join(f"{k}={changed[k][1]!r}" for k in refused) +
+# keys that say what this command does, never taken from the run it resumes
+THIS_COMMAND = ('out_dir', 'init_from', 'eval_only', 'resume_strict')
+
+
+def saved_settings(path):
+    """ckpt.pt's config and model args, read without loading its tensors (mmap); (None, None) where the file is
+    missing or unreadable, which load_resumed then says plainly."""
+    try:
+        ckpt = torch.load(path, map_location='cpu', weights_only=True, mmap=True)
+    except Exception:  # noqa: BLE001: missing, damaged, or foreign: load_resumed's messages say which
+        return None, None
+    if not isinstance(ckpt, dict) or ckpt.get('format') != CHECKPOINT_FORMAT:
+        return None, None
+    args = {f.name: f.default for f in fields(GPTConfig)}  # a field newer than the checkpoint: its default
+    args.update(ckpt.get('model_args', {}))
+    return ckpt.get('config', {}), args
+
+
+def resume_settings(cfg, argv, master=True):
+    """--init_from=resume continues the run as it was, before anything is made: every training key takes the run's
+    own value from ckpt.pt, except the keys the command line names (--max_iters=8000, to train it further). A config
+    file given on resume names a model: its model keys must equal the checkpoint's (a wrong variant is refused),
+    and its training keys that differ from the run's are named in one line and the run's are kept.
+    resume_strict=True (ablate.sh) refuses any change of what the run computes, even one on the command line."""
+    path = run_path(cfg)
+    saved, args = saved_settings(path)
+    if saved is None:
+        return cfg
+    explicit = explicit_keys(argv)
+    keys = [k for k in DEFAULTS if k not in MODEL_KEYS and k not in THIS_COMMAND and k in saved]
+    differ = [k for k in keys if saved[k] != cfg[k]]
+    strict = [k for k in differ if k not in FREE_ON_RESUME]
+    if strict and cfg['resume_strict']:
+        raise ValueError(f"{path} was trained with " + ', '.join(f"{k}={saved[k]!r}" for k in strict) +
+                         "; this command gives " + ', '.join(f"{k}={cfg[k]!r}" for k in strict) +
                          ". resume_strict=True (ablate.sh sets it) continues a run only with its own settings: "
                          "re-launch with those, or start the run anew in another folder (another SWEEP=)")
-    if refused:
-        was = ', '.join(f"{k}={changed[k][0]!r}" for k in refused)
-        now = ', '.join(f"{k}={changed[k][1]!r}" for k in refused)
-        raise ValueError(f"{path} was trained with {was}; this config gives {now}. A resume continues the run "
-                         f"exactly, so these must match: resume with the run's own config, or change the run on "
-                         f"purpose by giving each on the command line ("
-                         + ' '.join(f"--{k}={changed[k][1]!r}" for k in refused) + ")")
-    return changed
-
-
-def load_resumed(cfg, path, explicit, master, n_tokens, pinned=()):
-    """ckpt.pt's model and contents; the architecture comes from the checkpoint, so cfg's model keys are set (a model
-    field newer than the checkpoint takes its default, which is the model the checkpoint was trained as). explicit:
-    the keys on the command line; pinned: the model keys this command sets (config.pinned_model_keys), which must
-    equal the checkpoint's. n_tokens: the token ids of this command's data, which the checkpoint's embedding must
-    have rows for."""
-    try:
-        model, ckpt = load_checkpoint(path, 'cpu')
-    except UnreadableCheckpoint as e:
-        raise ValueError(unreadable_advice(e, path)) from None
-    args = asdict(model.config)
-    saved = ckpt.get('config', {})
     # bos cannot change, not even on purpose nor for a look (eval_only): its token is an id of the model's vocabulary
     if 'bos' in saved and saved['bos'] != cfg['bos']:
         raise ValueError(f"{path} was trained with bos={saved['bos']!r}, and bos cannot change on resume (its token "
                          f"is an id the model's embedding has or lacks): resume with --bos={saved['bos']!r}, or start "
                          f"a new run in another --out_dir")
-    # before the model keys: a dataset whose ids the embedding lacks cannot be fixed by dropping another key
-    if args['vocab_size'] < n_tokens:  # a resume on another dataset, whose ids the embedding lacks
+    vocab = load_meta(cfg['dataset']).get('vocab_size')  # where the dataset is prepared already
+    if isinstance(vocab, int):  # before the model keys: a dataset whose ids the embedding lacks cannot be fixed by
+        check_vocab(cfg, args, saved, vocab + cfg['bos'], path)  # dropping another key
+    check_model_keys(cfg, args, explicit, pinned_model_keys(argv), path, master)
+    kept = [k for k in differ if k not in explicit]
+    noted = [k for k in kept if k in file_keys(argv)]
+    if master and noted:
+        print(f"resume: {', '.join(config_files(argv))} gives " + ', '.join(f"{k}={cfg[k]!r}" for k in noted) +
+              "; the run's own " + ', '.join(f"{k}={saved[k]!r}" for k in noted) + " kept (a key given on the "
+              "command line changes the run)")
+    if master and not cfg['eval_only']:
+        for k in differ:
+            if k in explicit:
+                print(f"resume: {k} changes from {saved[k]!r} to {cfg[k]!r}, as the command line asks")
+    cfg.update({k: saved[k] for k in kept})
+    cfg.update({k: args[k] for k in MODEL_KEYS})  # the checkpoint's model, which the checks above found unchanged
+    return cfg
+
+
+def check_vocab(cfg, args, saved, n_tokens, path):
+    """A resume on another dataset, whose ids the embedding lacks: refused, naming both."""
+    if args['vocab_size'] < n_tokens:
         raise ValueError(f"{path}'s model has vocab_size={args['vocab_size']}, and dataset '{cfg['dataset']}' holds "
                          f"{n_tokens} token ids{' (with bos)' if cfg['bos'] else ''}: a resume continues on data its "
                          f"embedding can read. Resume with the run's own config (its dataset was "
                          f"{saved.get('dataset')!r}), or start a new run in another --out_dir")
-    # the model is the checkpoint's: a model key this command sets to something else, on the command line or in a
-    # config file (another variant's, by a key it sets or one it leaves at its default), is refused, since the run
-    # would go on without it. vocab_size is the dataset's unless given, and train.py checks it against the data.
-    # eval_only only looks: the keys are noted
+
+
+def check_model_keys(cfg, args, explicit, pinned, path, master):
+    """The model is the checkpoint's: a model key this command sets to something else, on the command line or in a
+    config file (another variant's, by a key it sets or one it leaves at its default), is refused, since the run
+    would go on without it. vocab_size is the dataset's unless given, and train.py checks it against the data.
+    eval_only only looks: the keys are noted."""
     asked = [k for k in MODEL_KEYS if k in pinned and cfg[k] != args[k]]
     if asked and not cfg['eval_only']:
         given = [f"--{k}" for k in asked if k in explicit]
@@ -76,17 +103,21 @@ def load_resumed(cfg, path, explicit, master, n_tokens, pinned=()):
     for k in asked:
         if master:
             print(f"warning: {k}={cfg[k]!r} ignored: the checkpoint's model has {k}={args[k]!r}")
+
+
+def load_resumed(cfg, path, n_tokens):
+    """ckpt.pt's model and contents; the architecture comes from the checkpoint, so cfg's model keys are set (a model
+    field newer than the checkpoint takes its default, which is the model the checkpoint was trained as; the
+    command's own model keys were checked by resume_settings). n_tokens: the token ids of this command's data, which
+    the checkpoint's embedding must have rows for."""
+    try:
+        model, ckpt = load_checkpoint(path, 'cpu')
+    except UnreadableCheckpoint as e:
+        raise ValueError(unreadable_advice(e, path)) from None
+    args = asdict(model.config)
+    saved = ckpt.get('config', {})
+    check_vocab(cfg, args, saved, n_tokens, path)
     cfg.update({k: args[k] for k in MODEL_KEYS})
-    # eval_only looks at the checkpoint, whatever schedule the command line gives: nothing else to refuse. It
-    # evaluates as the run did (its batch_size, eval_iters, seed: the same batches, so the losses it logged),
-    # except for the keys given on the command line
-    if cfg['eval_only']:
-        cfg.update({k: saved[k] for k in DEFAULTS if k in saved and k not in MODEL_KEYS and k not in FREE_ON_RESUME
-                    and k not in explicit})
-    changed = {} if cfg['eval_only'] else check_resume_config(cfg, saved, explicit, path)
-    if master:
-        for k, (was, now) in changed.items():
-            print(f"resume: {k} changes from {was!r} to {now!r}, as the command line asks")
     if ckpt['iter_num'] > cfg['max_iters'] and not cfg['eval_only']:
         raise ValueError(f"{path} is at iteration {ckpt['iter_num']}, past max_iters={cfg['max_iters']}: "
                          f"set --max_iters to {ckpt['iter_num']} or more to continue it")

@@ -10,6 +10,7 @@ config file (named with its line) are errors that say what to write instead, bef
 import ast
 import difflib
 import os
+import re
 import shutil
 import textwrap
 import traceback
@@ -28,6 +29,8 @@ DEFAULTS = dict(
                                   # best.pt (the best val loss's weights) is written at every improvement either way
     ckpt_interval=0,  # > 0: also write ckpt.pt every ckpt_interval steps between evals, so that a hard kill (the
                       # OOM killer, a lost node) loses at most that many steps; 0: at evals and stops only
+    outlier_interval=0,  # > 0: every outlier_interval steps, token-0 / rest kurtosis and max/median |activation| of
+                         # each block's output on one fixed val batch into log.jsonl (analyze.outlier_record)
     init_from='scratch',          # 'scratch' | 'resume' (from out_dir/ckpt.pt)
     resume_strict=False,          # True: a resume refuses every changed training key, even one given on the
                                   # command line (ablate.sh: a sweep's run continues only as it was started)
@@ -86,6 +89,20 @@ def _expected_types(key):
     return (type(DEFAULTS[key]),)
 
 
+def typed(value):
+    """A value as it is written on the command line: --dtype=bfloat16, --compile=None, --learning_rate=0.0003."""
+    return value if isinstance(value, str) and value else repr(value)
+
+
+def refusal(where, key, value, why):
+    """The one form of every refused value: where it came from, the key, the value, why, and what to write instead
+    (the key's default, which is always accepted, or its choices)."""
+    instead = (', '.join(f"--{key}={typed(c)}" for c in CHOICES[key]) if key in CHOICES else
+               f"a value, or leave --{key} out (its default is '')" if DEFAULTS[key] == '' else
+               f"--{key}={typed(DEFAULTS[key])} (its default)")
+    return f"{where}: {key}={value!r} {why}; write {instead}"
+
+
 def _check(key, value, where):
     if key not in DEFAULTS:
         close = difflib.get_close_matches(key, DEFAULTS, n=3, cutoff=0.6)
@@ -96,10 +113,23 @@ def _check(key, value, where):
         value = float(value)  # an int where a float is expected is fine
     if type(value) not in types:  # exact types: bool is not accepted where an int is expected
         names = ' or '.join('None' if t is type(None) else t.__name__ for t in types)
-        raise ValueError(f"{where}: {key}={value!r} has type {type(value).__name__}, expected {names}")
+        raise ValueError(refusal(where, key, value, f"has type {type(value).__name__}, expected {names}"))
     if key in CHOICES and value not in CHOICES[key]:
-        raise ValueError(f"{where}: {key}={value!r} must be one of {CHOICES[key]}")
+        raise ValueError(refusal(where, key, value, f"must be one of {CHOICES[key]}"))
     return value
+
+
+def assigned_at(path, key):
+    """`path, line N` where config file path assigns key (else path alone): an error names the line to fix."""
+    try:
+        with open(path) as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError):
+        return path
+    lines = [n.lineno for n in ast.walk(tree) if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign))
+             for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+             if isinstance(t, ast.Name) and t.id == key]
+    return f"config file {path}, line {min(lines)}" if lines else f"config file {path}"
 
 
 def include_hint(path, name):
@@ -119,26 +149,48 @@ class IncludeError(ValueError):
     """A config file's include() of a file that is not there."""
 
 
+def read_config_file(path):
+    """The keys a config file assigns (with those of the files it include()s), as written: a typo in it is one line
+    that names the file and line, not a traceback."""
+    if not os.path.isfile(path):
+        what = 'is a folder, not a config file' if os.path.isdir(path) else 'not found'
+        key = path.split('=', 1)[0]
+        raise ValueError(f"config file {path} {what} (configs live in configs/, e.g. configs/diff_sym_6L.py)"
+                         + (f"; a key is given with two dashes: write --{path}" if '=' in path and key in DEFAULTS
+                            else ''))
+
+    def run_file(p, ns):
+        ns['include'] = lambda name: include(p, name, ns)
+        with open(p) as f:
+            exec(compile(f.read(), p, 'exec'), ns)
+
+    def include(p, name, ns):
+        """include(name) inside config file p: name is relative to that file's folder, wherever train.py runs."""
+        full = os.path.join(os.path.dirname(p), name)
+        if not os.path.isfile(full):
+            line = next((f.lineno for f in reversed(traceback.extract_stack()) if f.filename == p), None)
+            where = f"config file {p}" + (f", line {line}" if line else '')
+            raise IncludeError(f"{where}: include({name!r}) finds no {full}; an include's path is relative to the "
+                               f"including file's folder ({os.path.dirname(p) or '.'}), not to where train.py runs"
+                               f"{include_hint(p, name)}")
+        run_file(full, ns)
+
+    ns = {}
+    try:
+        run_file(path, ns)
+    except IncludeError:  # a missing include(): its own message names the including file and line
+        raise
+    except Exception as e:  # a typo in the file: one line that names it, not a traceback
+        line = getattr(e, 'lineno', None) if isinstance(e, SyntaxError) else next(
+            (f.lineno for f in reversed(traceback.extract_tb(e.__traceback__)) if f.filename == path), None)
+        raise ValueError(f"config file {path}{f', line {line}' if line else ''}: {type(e).__name__}: {e}") from None
+    return {k: v for k, v in ns.items()
+            if not k.startswith('_') and k != 'include' and not callable(v) and type(v).__name__ != 'module'}
+
+
 def parse_config(argv):
     """Config files (positional, in order) then --key=value overrides -> a validated config dict."""
     cfg = dict(DEFAULTS)
-
-    def run_file(path, ns):
-        ns['include'] = lambda p: include(path, p, ns)
-        with open(path) as f:
-            exec(compile(f.read(), path, 'exec'), ns)
-
-    def include(path, name, ns):
-        """include(name) inside config file `path`: name is relative to that file's folder, wherever train.py runs."""
-        full = os.path.join(os.path.dirname(path), name)
-        if not os.path.isfile(full):
-            line = next((f.lineno for f in reversed(traceback.extract_stack()) if f.filename == path), None)
-            where = f"config file {path}" + (f", line {line}" if line else '')
-            raise IncludeError(f"{where}: include({name!r}) finds no {full}; an include's path is relative to the "
-                               f"including file's folder ({os.path.dirname(path) or '.'}), not to where train.py runs"
-                               f"{include_hint(path, name)}")
-        run_file(full, ns)
-
     if any(arg in ('-h', '--help') for arg in argv):
         print(usage())
         raise SystemExit(0)
@@ -152,23 +204,13 @@ def parse_config(argv):
     # config file still wins
     for arg in sorted(argv, key=lambda a: a.startswith('--')):
         if not arg.startswith('--'):
-            if not os.path.isfile(arg):
-                raise ValueError(f"config file {arg} not found (configs live in configs/, e.g. configs/diff_sym_6L.py)")
-            ns = {}
-            try:
-                run_file(arg, ns)
-            except IncludeError:  # a missing include(): its own message names the including file and line
-                raise
-            except Exception as e:  # a typo in the file: one line that names it, not a traceback
-                line = getattr(e, 'lineno', None) if isinstance(e, SyntaxError) else next(
-                    (f.lineno for f in reversed(traceback.extract_tb(e.__traceback__)) if f.filename == arg), None)
-                raise ValueError(f"config file {arg}{f', line {line}' if line else ''}: {type(e).__name__}: {e}") \
-                    from None
-            for k, v in ns.items():
-                if not k.startswith('_') and k != 'include' and not callable(v) and type(v).__name__ != 'module':
-                    cfg[k] = _check(k, v, arg)
+            for k, v in read_config_file(arg).items():
+                cfg[k] = _check(k, v, assigned_at(arg, k))
         else:
             key, val = arg[2:].split('=', 1)  # values may contain '='
+            if val == '':  # '--out_dir=' (an unset shell variable): no key has an empty value
+                _check(key, DEFAULTS.get(key), 'command line')  # an unknown key says so first
+                raise ValueError(refusal('command line', key, val, "is empty (an unset shell variable?)"))
             try:
                 v = ast.literal_eval(val)
             except (ValueError, SyntaxError):
@@ -182,11 +224,16 @@ def parse_config(argv):
     return cfg
 
 
+def file_keys(argv):
+    """The keys the command's config files assign."""
+    return {k for path in config_files(argv) for k in read_config_file(path)}
+
+
 # the lowest value of each numeric training key (the model keys are checked by GPTConfig)
 RANGES = [(('batch_size', 'eval_interval', 'log_interval', 'eval_iters', 'gradient_accumulation_steps',
             'orthoadam_max_dim'), 1),
-          (('ckpt_interval', 'eval_group', 'max_iters', 'warmup_iters', 'lr_decay_iters', 'learning_rate', 'min_lr',
-            'weight_decay', 'grad_clip', 'beta1', 'beta2'), 0)]
+          (('seed', 'ckpt_interval', 'outlier_interval', 'eval_group', 'max_iters', 'warmup_iters', 'lr_decay_iters',
+            'learning_rate', 'min_lr', 'weight_decay', 'grad_clip', 'beta1', 'beta2'), 0)]
 
 
 def check_ranges(cfg):
@@ -195,21 +242,23 @@ def check_ranges(cfg):
     for keys, low in RANGES:
         for k in keys:
             if cfg[k] < low:
-                raise ValueError(f"config: {k}={cfg[k]!r} must be >= {low}")
+                raise ValueError(refusal('config', k, cfg[k], f"must be >= {low}"))
     for k in ('beta1', 'beta2'):
         if cfg[k] >= 1:
-            raise ValueError(f"config: {k}={cfg[k]!r} must be below 1")
+            raise ValueError(refusal('config', k, cfg[k], "must be below 1"))
     if cfg['eval_only'] and cfg['init_from'] != 'resume':
         raise ValueError("config: eval_only=True evaluates a run's checkpoint: add --init_from=resume (with that run's "
                          "--out_dir); from scratch it would score untrained weights")
+    try:
+        GPTConfig(**{k: cfg[k] for k in MODEL_KEYS if k != 'vocab_size' or cfg[k] is not None})
+    except ValueError as e:  # GPTConfig names the key and the value; one key's refusal also says what to write
+        one = re.match(r"GPTConfig: (\w+)=\S+ (must|is not)", str(e))
+        instead = f"; write --{one[1]}={typed(DEFAULTS[one[1]])} (its default)" if one and one[1] in DEFAULTS else ''
+        raise ValueError(f"config: {e}{instead}") from None
     # model.py builds a leak in a causal model (for the causality check's tests to catch); a run may not
     if cfg['leak'] != 'none' and cfg['causal']:
         raise ValueError(f"config: leak={cfg['leak']!r} reproduces a causal-mask bug, so the model sees later tokens: "
                          f"add --causal=False to run it (ablate.sh's LEAK= does), or leave leak='none'")
-    try:
-        GPTConfig(**{k: cfg[k] for k in MODEL_KEYS if k != 'vocab_size'})
-    except ValueError as e:
-        raise ValueError(f"config: {e}") from None
 
 
 def explicit_keys(argv):
@@ -248,4 +297,4 @@ def usage():
 # keys that say where and how a run is computed, logged or saved, not what it computes: a resume may change them
 FREE_ON_RESUME = ('out_dir', 'init_from', 'eval_only', 'device', 'dtype', 'compile', 'compile_mode', 'cuda_graph',
                   'eval_group', 'wandb_log', 'wandb_project', 'wandb_run_name', 'wandb_mode', 'log_interval',
-                  'always_save_checkpoint', 'ckpt_interval', 'resume_strict')
+                  'always_save_checkpoint', 'ckpt_interval', 'outlier_interval', 'resume_strict')

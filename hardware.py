@@ -126,10 +126,11 @@ GPU_PEAK_FLOPS = {  # dense bf16/fp16 tensor-core peaks, FLOP/s
 }
 
 
-def peak(device, dtype):
+def peak(device, dtype, threads=None):
     """(the device's peak FLOP/s for this dtype, where the figure comes from), MFU's denominator and its source for the
     log and summary.json: the dense bf16/fp16 datasheet figure of a known GPU (TF32's, half of it, for float32), or
-    on a CPU this machine's matmul peak, the highest timed here (cpu_peak); (None, None) where neither is known."""
+    on a CPU this machine's matmul peak on `threads` threads (torch's, where None), the highest timed here
+    (cpu_peak); (None, None) where neither is known."""
     if device.startswith('cuda'):
         name = torch.cuda.get_device_name(device)
         flops = next((v for k, v in GPU_PEAK_FLOPS.items() if k in name), None)
@@ -140,8 +141,9 @@ def peak(device, dtype):
         return flops, f"the {name} datasheet's dense {dtype}"
     if device != 'cpu':
         return None, None
-    entry = cpu_peak(dtype)
-    what = f"this CPU's {dtype} matmul peak on {entry['threads']} threads"
+    entry = cpu_peak(dtype, threads)
+    n = entry['threads']
+    what = f"this CPU's {dtype} matmul peak on {n} thread{'s' if n != 1 else ''}"
     if 'unkept' in entry:
         return entry['flops'], f"{what}, timed at this start ({cpu_peak_path()} could not be written: {entry['unkept']})"
     since = entry.get('since') or entry['measured']
@@ -155,18 +157,24 @@ def cpu_peak_path():
     return os.path.join(cache, 'attn-gpt', 'cpu_peak_flops.json')
 
 
-def cpu_peak(dtype):
+def cpu_peak(dtype, threads=None):
     """This CPU's peak FLOP/s in dtype: the highest figure ever timed on this machine (its model, instruction set,
     torch's threads, the torch version), kept in cpu_peak_path(). Each start times it again (a fraction of a second)
     and raises the kept figure if it beat it; it is never lowered, because other work on the machine only ever slows a
     matmul. Timed once and kept as it was, a figure timed while the machine was busy stayed: 0.056 TFLOP/s against
     0.149 quiet on a 2-core EPYC (2026-11-27), and every later run logged an MFU of 139%. Timed at each start and
     used as timed, one config's MFU moved from 6% to 26% with the load. Under a lock, so that runs starting at once
-    read and write it in turn."""
+    read and write it in turn. threads: DDP's ranks on one CPU, timed on all their threads together."""
     info = cpu_info()
+    info['threads'] = threads or info['threads']
     key = f"{info['name']} [{' '.join(info['isa'])}] threads={info['threads']} {dtype} torch {torch.__version__}"
     path = cpu_peak_path()
-    now = time_matmul(dtype)
+    own = torch.get_num_threads()
+    torch.set_num_threads(info['threads'])
+    try:
+        now = time_matmul(dtype)
+    finally:
+        torch.set_num_threads(own)
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with lock_at(path + '.lock'):
@@ -199,6 +207,25 @@ def time_matmul(dtype, n=1024, repeats=10, seconds=1.0):
         if i >= 2 and t - start > seconds:
             break
     return 2 * n ** 3 / best
+
+
+def device_memory(device):
+    """The bytes a run on this device can use at most: a GPU's memory, or the host's RAM."""
+    if torch.device(device).type == 'cuda':
+        return torch.cuda.get_device_properties(torch.device(device)).total_memory
+    try:
+        return os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES')
+    except (ValueError, OSError, AttributeError):  # not on this OS (macOS has both; Windows neither)
+        return None
+
+
+def activation_floor(cfg, dtype):
+    """A lower bound on the bytes a training step's activations take: Korthikanti et al. (2022, "Reducing
+    Activation Recomputation in Large Transformer Models") count s*b*h*(34 + 5*a*s/h) bytes per layer in 16-bit,
+    34*h per token without the attention scores that a fused kernel never stores; in fp32 twice that. Tokens are
+    one micro-batch's, batch_size * block_size."""
+    per_value = 2 if dtype in ('bfloat16', 'float16') else 4
+    return cfg['batch_size'] * cfg['block_size'] * cfg['n_layer'] * cfg['n_embd'] * 34 * per_value // 2
 
 
 def peak_memory_mb(device):

@@ -89,8 +89,10 @@ class GPTConfig:
         if self.n_embd % per_head:
             why = "2*n_head (each differential head has two sub-heads of size n_embd/n_head/2)" if self.attn == 'diff' else "n_head"
             bad(f"n_embd={self.n_embd} must be divisible by {why}")
+        if self.n_kv_head is not None and self.n_kv_head < 1:
+            bad(f"n_kv_head={self.n_kv_head} must be a positive integer, or None (as many as n_head)")
         kv = self.n_head if self.n_kv_head is None else self.n_kv_head
-        if kv < 1 or self.n_head % kv:
+        if self.n_head % kv:
             bad(f"n_head={self.n_head} must be divisible by n_kv_head={self.n_kv_head}")
         if self.symmetric and kv != self.n_head:
             bad("symmetric=True uses the queries as keys, so keys have n_head heads; leave n_kv_head=None")
@@ -100,6 +102,10 @@ class GPTConfig:
             bad("softmax1=True with attn='cosine': cosine attention has no softmax to replace")
         if self.gate == 'none' and self.gate_pos != 'sdpa':
             bad(f"gate_pos={self.gate_pos!r} needs a gate; set gate='headwise' or 'elementwise'")
+        if self.lambda_init is not None and not 0 <= self.lambda_init < 1:  # the output is scaled by 1 - lambda_init
+            bad(f"lambda_init={self.lambda_init} must be in [0, 1) (the Diff paper's schedule gives 0.2 to 0.8)")
+        if self.lambda_init_depth_offset < 0:  # lambda_init of layer l is lambda_init_fn(l - 1 + offset)
+            bad(f"lambda_init_depth_offset={self.lambda_init_depth_offset} must be >= 0")
         if self.attn != 'diff' and (self.lambda_init is not None or self.lambda_init_depth_offset != 0):
             bad("lambda_init and lambda_init_depth_offset only apply to attn='diff'")
         if self.leak == 'time_norm' and self.attn != 'diff':
@@ -455,8 +461,10 @@ class GPT(nn.Module):
         for pn, p in self.named_parameters():
             if pn.endswith('c_proj.weight'):  # GPT-2's scaled init of the residual projections
                 torch.nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
-        # stderr: a note, so that sample.py's stdout is only the samples (python sample.py > samples.txt)
-        print("number of parameters: %.2fM" % (self.get_num_params() / 1e6,), file=sys.stderr)
+        # stderr: a note, so that sample.py's stdout is only the samples (python sample.py > samples.txt); once a
+        # job, not once a DDP rank (torchrun sets RANK)
+        if int(os.environ.get('RANK', 0)) == 0:
+            print("number of parameters: %.2fM" % (self.get_num_params() / 1e6,), file=sys.stderr)
 
     def get_num_params(self, non_embedding=True):
         """Parameter count; position embeddings are left out by default (the token embedding is tied to lm_head)."""
@@ -656,7 +664,9 @@ class UnreadableCheckpoint(ValueError):
     def __init__(self, path, error):
         self.what = (f"{path} is not a readable checkpoint (truncated, damaged or not a torch file: torch.load raised "
                      f"{type(error).__name__})")
-        super().__init__(f"{self.what}; use another copy of it, or the run's best.pt (the weights of its best eval)")
+        other = ("the run's ckpt.pt (its last state)" if os.path.basename(path) == 'best.pt' else
+                 "the run's best.pt (the weights of its best eval)")
+        super().__init__(f"{self.what}; use another copy of it, or {other}")
 
 
 def load_checkpoint(path, device='cpu'):

@@ -14,7 +14,7 @@ import torch
 import torch.distributed as dist
 
 from cuda_graph import cuda_graph_refusal
-from hardware import autocast_context, pick_dtype, resolve_device
+from hardware import activation_floor, autocast_context, device_memory, pick_dtype, resolve_device
 
 
 def mean_over_ranks(loss_sum, ddp, world):
@@ -27,8 +27,10 @@ def mean_over_ranks(loss_sum, ddp, world):
     return total.item() / world
 
 
-class StopNow(Exception):
-    """A stop before this process trained a step: nothing new to save, so the run ends at once (exit status 130)."""
+class StopNow(BaseException):
+    """A stop before this process trained a step: nothing new to save, so the run ends at once (exit status 130).
+    A BaseException, as KeyboardInterrupt is: raised by the signal handler wherever the run is, it must pass through
+    every `except Exception` on the way (a library's, a fallback's), which would otherwise swallow the stop."""
 
 
 class StopSignal:
@@ -144,8 +146,10 @@ def setup_processes(cfg):
             device = f'cuda:{local_rank}'
             torch.cuda.set_device(device)
         if cfg['gradient_accumulation_steps'] % world:
-            raise ValueError(f"gradient_accumulation_steps={cfg['gradient_accumulation_steps']} must be divisible by "
-                             f"the number of processes ({world}): it is the global number of micro-batches per step")
+            accum = cfg['gradient_accumulation_steps']
+            raise ValueError(f"config: gradient_accumulation_steps={accum} must be divisible by the number of "
+                             f"processes ({world}): it is the global number of micro-batches per step. Write "
+                             f"--gradient_accumulation_steps={-(-accum // world) * world}")
     if device_type == 'cuda':
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
@@ -154,6 +158,13 @@ def setup_processes(cfg):
               compile=cfg['compile'] if cfg['compile'] is not None else device_type == 'cuda',
               accum=cfg['gradient_accumulation_steps'] // world)
     # before the process group: a refusal leaves nothing to tear down
+    need, have = activation_floor(cfg, dtype), device_memory(device)
+    if have and need > have:  # the OOM killer's SIGKILL says nothing: a run that cannot fit is refused here
+        raise ValueError(f"config: batch_size={cfg['batch_size']} x block_size={cfg['block_size']} through "
+                         f"n_layer={cfg['n_layer']} layers of n_embd={cfg['n_embd']} needs at least "
+                         f"{need / 2 ** 30:,.0f} GiB of activations in {dtype}, more than the "
+                         f"{have / 2 ** 30:,.0f} GiB of this {device_type.upper()}'s memory: write a smaller "
+                         f"--block_size or --batch_size (--gradient_accumulation_steps keeps the tokens a step)")
     env.cuda_graph_why = cuda_graph_refusal(cfg, env) or ''
     if cfg['cuda_graph'] and env.cuda_graph_why:
         raise ValueError(f"config: cuda_graph=True cannot run here: {env.cuda_graph_why}"

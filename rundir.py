@@ -11,6 +11,8 @@ import subprocess
 import sys
 import time
 
+import torch
+
 from dataset import ensure_data
 from hardware import peak
 from output import atomic_write, duration, lock_at, read_log_lines
@@ -240,14 +242,18 @@ class Throughput:
         (hardware.cpu_peak); peak_source says which."""
         before = before or {}
         self.tokens_per_iter = cfg['gradient_accumulation_steps'] * cfg['batch_size'] * cfg['block_size']
-        # MFU: this device's share of the step's FLOPs, against one device's peak (rank 0 only)
-        self.flops_per_iter = model.flops_per_token(cfg['block_size']) * self.tokens_per_iter / env.world
-        self.peak_for, self.peak, self.peak_source = [env.device_type, env.dtype], None, None
+        # MFU: this device's share of the step's FLOPs, against one device's peak (rank 0 only). DDP's ranks on a CPU
+        # share one processor: the whole step against the peak timed on all their threads together
+        shared = env.device_type == 'cpu'
+        self.flops_per_iter = model.flops_per_token(cfg['block_size']) * self.tokens_per_iter / (1 if shared else
+                                                                                                  env.world)
+        threads = torch.get_num_threads() * env.world if shared else None
+        self.peak_for, self.peak, self.peak_source = [env.device_type, env.dtype] + [threads] * shared, None, None
         if env.master and before.get('peak_for') == self.peak_for and before.get('peak_flops'):
             self.peak = before['peak_flops']
             self.peak_source = before.get('peak_source') or "stated at the run's first start"
         elif env.master:
-            self.peak, self.peak_source = peak(env.device, env.dtype)
+            self.peak, self.peak_source = peak(env.device, env.dtype, threads)
 
     def start(self, before=None):
         """before: ckpt.pt's 'timing', the totals of the processes that trained this run earlier, so that a

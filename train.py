@@ -12,17 +12,28 @@ keys and their validation (config.py, docs/config.md), the run folder and its lo
 rules of a resume (checkpoint.py), the DDP processes and stops (processes.py), the CUDA graphs (cuda_graph.py).
 """
 
-import math
 import os
+import signal
 import sys
+
+EARLY_SIGNALS = []  # a Ctrl-C or SIGTERM while train.py imports (seconds, for torch): main() stops on it at once
+if __name__ == '__main__':
+    # Installed before the imports, and even where the shell that started the run in the background set SIGINT to be
+    # ignored. Recorded, not raised: an exception raised inside an import is caught by some libraries' optional
+    # imports, which then go on half-imported (numpy lost np.multiply, and the run went on)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda signum, frame: EARLY_SIGNALS.append(signum))
+
+import math  # noqa: E402
 import typing
 from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
 
-from checkpoint import load_resumed, mend_best, restore_optimizer, save_checkpoint
-from config import MODEL_KEYS, config_files, explicit_keys, parse_config, pinned_model_keys
+from analyze import outlier_batch, outlier_record
+from checkpoint import load_resumed, mend_best, restore_optimizer, resume_settings, save_checkpoint
+from config import MODEL_KEYS, config_files, explicit_keys, parse_config
 from cuda_graph import CudaGraphs
 from dataset import batch_rng, get_batch, load_meta, load_split, seed_torch, sequential_start
 from hardware import machine, peak_memory_mb
@@ -142,13 +153,13 @@ class TrainState:
     code: dict = field(default_factory=code_version)  # the commit this process runs, and whether the tree was dirty
 
 
-def setup_model(cfg, env, tokenizer, n_tokens, explicit=(), pinned=()):
+def setup_model(cfg, env, tokenizer, n_tokens):
     """The model, its optimizer and GradScaler: from scratch, or from ckpt.pt with its iteration, best val loss,
-    last eval and wandb run (explicit, pinned: checkpoint.load_resumed's)."""
+    last eval and wandb run."""
     torch.manual_seed(cfg['seed'])
     ckpt = {}
     if cfg['init_from'] == 'resume':
-        raw_model, ckpt = load_resumed(cfg, run_path(cfg), explicit, env.master, n_tokens, pinned)
+        raw_model, ckpt = load_resumed(cfg, run_path(cfg), n_tokens)
     else:
         raw_model = GPT(GPTConfig(**{k: cfg[k] for k in MODEL_KEYS}))
     raw_model.to(env.device)
@@ -216,6 +227,10 @@ def train(cfg, env, state, log, clock, data, stop):
         log.progress('iteration', state.iter_num, cfg['max_iters'])
         if state.iter_num % cfg['log_interval'] == 0:
             log_step(cfg, env, state, log, clock, loss_sum, lr)
+        if cfg['outlier_interval'] and state.iter_num % cfg['outlier_interval'] == 0:
+            with clock.paused():  # a measurement, not training time: rank 0 only, on one fixed val batch
+                master_first(env, lambda: log.write(dict(iter=state.iter_num, kind='outliers', **outlier_record(
+                    state.raw_model, outlier_batch(cfg, data[1], env.device), env.autocast))))
         if stop.poll():
             return save_at_stop(cfg, env, state, log)
 
@@ -490,7 +505,8 @@ def write_summary(cfg, env, state, log, clock, finished):
         lambda_table=table, tokens_per_sec=clock.tokens_per_sec(), wall_time_s=clock.totals()['wall_time'],
         mfu_peak_flops=clock.peak, mfu_peak_source=clock.peak_source, peak_memory_mb=peak_memory_mb(env.device),
         device=env.device, dtype=env.dtype, world_size=env.world, compile=env.compile, cuda_graph=env.cuda_graph,
-        torch_version=torch.__version__, code=state.code, machine=machine(env.device))
+        torch_version=torch.__version__, code=state.code,
+        corpus_sha256=load_meta(cfg['dataset']).get('corpus_sha256'), machine=machine(env.device))
     if finished:
         write_json(run_path(cfg, 'summary.json'), summary)
     log.close(summary)
@@ -502,6 +518,8 @@ def write_summary(cfg, env, state, log, clock, finished):
 
 def main(argv):
     cfg = parse_config(argv)
+    if cfg['init_from'] == 'resume':  # the run's own settings, but for the keys the command line names
+        resume_settings(cfg, argv, master=int(os.environ.get('RANK', 0)) == 0)
     if cfg['init_from'] == 'scratch' and not config_files(argv) and \
             not {'n_layer', 'n_embd', 'block_size'} & explicit_keys(argv):
         raise ValueError("no config file: without one, train.py's defaults are GPT-2 small's shape (12 layers, n_embd "
@@ -509,6 +527,8 @@ def main(argv):
                          "configs/diff_sym_6L.py (configs/ holds each variant and depth), or the shape on the command "
                          "line (--n_layer=... --n_embd=... --block_size=...)")
     with StopSignal() as stop_signal:  # first: a stop during setup is acted on, not lost
+        if EARLY_SIGNALS:
+            stop_signal.handle(EARLY_SIGNALS[0], None)  # StopNow: nothing was made
         env = setup_processes(cfg)
         run_dir = None
         try:
@@ -522,7 +542,7 @@ def main(argv):
                 for w in config_warnings(cfg):
                     print(f"warning: {w}")
             data, tokenizer, n_tokens = setup_data(cfg, env.device)
-            state = setup_model(cfg, env, tokenizer, n_tokens, explicit_keys(argv), pinned_model_keys(argv))
+            state = setup_model(cfg, env, tokenizer, n_tokens)
             if cfg['init_from'] == 'resume' and not cfg['eval_only']:
                 master_first(env, lambda: mend_best(cfg, state))
             clock = Throughput(cfg, env, state.raw_model, state.timing)
@@ -550,7 +570,9 @@ def main(argv):
                 run_dir.close()
             if env.ddp:
                 dist.destroy_process_group()  # also after an error: no rank exits with its process group alive
-    return 130 if stopped else 0  # stopped by a signal: not finished, so scripts (ablate.sh) can tell
+    # stopped by a signal: not finished, so scripts (ablate.sh) can tell. A signal after the last step's poll (in the
+    # final writes) finds the run finished and saved, and still says it was heard
+    return 130 if stopped or stop_signal.requested else 0
 
 
 def cli(argv):

@@ -215,6 +215,11 @@ def test_a_damaged_checkpoint_says_what_to_do_and_not_torchs_weights_only_advice
     assert len(p.stderr.strip().splitlines()) == 1
     p = sample(out)
     assert p.returncode != 0 and 'weights_only' not in p.stderr and 'best.pt' in p.stderr, p.stderr
+    # a damaged best.pt points to ckpt.pt, not to itself
+    (out / 'ckpt.pt').write_bytes((run / 'ckpt.pt').read_bytes())
+    (out / 'best.pt').write_bytes(os.urandom(3000))
+    p = script('sample.py', f'--ckpt={out / "best.pt"}', '--num_samples=1', '--max_new_tokens=2', '--device=cpu')
+    assert p.returncode != 0 and "or the run's ckpt.pt" in p.stderr and "or the run's best.pt" not in p.stderr, p.stderr
 
 
 def test_a_missing_include_names_the_including_file_and_line(tmp_path):

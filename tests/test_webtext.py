@@ -241,3 +241,12 @@ def test_the_124M_diff_configs_are_laid_out_as_the_paper():
                                                                ('sym', sym))}
     extra = base.n_layer * (4 * 64 + 2 * 64)  # lambda_q1, k1, q2, k2 (64 each) and subln (128) a layer
     assert count['diff'] - count['base'] == extra and count['diff_sym'] - count['sym'] == extra
+
+
+def test_fineweb_prepare_without_a_source_says_what_to_give_not_argparse_usage():
+    """train.py --dataset=fineweb runs data/fineweb/prepare.py with no arguments: it printed argparse's usage; now
+    one line says which source to give."""
+    p = subprocess.run([sys.executable, os.path.join(ROOT, 'data', 'fineweb', 'prepare.py')], capture_output=True,
+                       text=True)
+    assert p.returncode != 0 and '--input DIR' in p.stderr and '--source' in p.stderr, p.stderr
+    assert 'usage:' not in p.stderr

@@ -195,7 +195,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog='\n'.join(__doc__.strip().splitlines()[2:]))
-    src = ap.add_mutually_exclusive_group(required=True)
+    src = ap.add_mutually_exclusive_group()
     src.add_argument('--input', metavar='DIR', help='a folder of .txt, .jsonl(.gz) or .parquet files (offline)')
     src.add_argument('--source', choices=sorted(SOURCES), help='stream a corpus from the Hugging Face hub')
     ap.add_argument('--out_dir', default=HERE, help='where train.bin, val.bin and meta.json go (default: here)')
@@ -204,6 +204,10 @@ def main(argv=None):
     ap.add_argument('--val_every', type=int, default=2000, help='every Nth document goes to val (default 2000)')
     ap.add_argument('--workers', type=int, default=max(1, (os.cpu_count() or 2) - 1), help='tokeniser processes')
     args = ap.parse_args(argv)
+    if not (args.input or args.source):  # as train.py runs it, for --dataset=fineweb: say what to give, not the usage
+        sys.exit(f"error: data/fineweb needs its text first: python {os.path.relpath(__file__)} --input DIR (a folder "
+                 f"of .txt, .jsonl(.gz) or .parquet files, offline) or --source {'|'.join(sorted(SOURCES))} (streams "
+                 f"from the Hugging Face hub); then start the run again")
     if args.val_every < 2 or args.workers < 1 or (args.max_tokens is not None and args.max_tokens <= 0):
         ap.error('--val_every must be 2 or more, --workers 1 or more, --max_tokens positive')
     if args.input:

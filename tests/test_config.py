@@ -1,0 +1,70 @@
+"""config.py's one rule for a refused value: every key, given an empty string, a wrong type or a negative number,
+is refused by parse_config (before anything is built) with a message that names the key, the value and what to
+write instead; a key where a negative number is a legal value says why below."""
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import config  # noqa: E402
+
+DIFF = ['--attn=diff']  # the Diff keys (lambda_init, its offset) apply only with attn='diff'
+# keys a negative number is legal for: a string key takes '-1' as text (a folder, a project or a run name)
+TEXT = [k for k in config.DEFAULTS if str in config._expected_types(k)]
+
+
+def refused(*argv):
+    with pytest.raises(ValueError) as e:
+        config.parse_config([*DIFF, *argv])
+    return str(e.value)
+
+
+@pytest.mark.parametrize('key', sorted(config.DEFAULTS))
+def test_every_key_refuses_an_empty_value_a_wrong_type_and_a_negative_number_naming_what_to_write(key):
+    msg = refused(f'--{key}=')
+    assert f"{key}=''" in msg and 'write ' in msg, msg
+    if key not in TEXT or key in config.CHOICES:  # '[1]' is a legal name of a folder, a dataset or a run
+        msg = refused(f'--{key}=[1]')  # a list; a key with choices reads it as text
+        assert (f"{key}=[1]" in msg or f"{key}='[1]'" in msg) and f'write --{key}=' in msg, msg
+    if key not in TEXT:
+        msg = refused(f'--{key}=-1')
+        assert (f"{key}=-1" in msg or f"{key}=-1.0" in msg) and f'write --{key}=' in msg, msg
+
+
+def test_a_refusal_names_the_config_file_line_and_a_key_without_dashes():
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, 'c.py')
+        with open(path, 'w') as f:
+            f.write("n_layer = 2\n\nbatch_sise = 4\n")
+        with pytest.raises(ValueError, match=r"c.py, line 3: unknown config key 'batch_sise'.*batch_size"):
+            config.parse_config([path])
+        with open(path, 'w') as f:
+            f.write("# a comment\nbatch_size = 'four'\n")
+        with pytest.raises(ValueError, match=r"c.py, line 2: batch_size='four' has type str.*write --batch_size=32"):
+            config.parse_config([path])
+        with pytest.raises(ValueError, match=r"is a folder, not a config file"):
+            config.parse_config([d])
+    with pytest.raises(ValueError, match=r"write --max_iters=5"):
+        config.parse_config(['max_iters=5'])
+
+
+def test_the_default_of_every_key_is_accepted():
+    """The refusals' advice (write the default) is itself a value parse_config takes."""
+    for key, value in config.DEFAULTS.items():
+        if value is not None and value != '':
+            cfg = config.parse_config([*DIFF, f'--{key}={config.typed(value)}'])
+            assert cfg[key] == value, key
+
+
+def test_a_run_that_cannot_fit_in_memory_is_refused_before_anything_is_made(tmp_path):
+    """--block_size=100000 was killed by the OOM killer without a word; now the activations' lower bound is set
+    against the machine's memory first, before the run folder is made."""
+    import subprocess
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = tmp_path / 'o'
+    p = subprocess.run([sys.executable, 'train.py', 'configs/nanogpt_3L.py', '--device=cpu', '--block_size=100000',
+                        f'--out_dir={out}'], cwd=root, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 1 and 'block_size=100000' in p.stderr and 'GiB' in p.stderr, p.stderr
+    assert 'write a smaller --block_size' in p.stderr and not out.exists(), p.stderr
