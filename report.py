@@ -470,12 +470,13 @@ def command(ok, sweep=None):
     the folder's name is not the one ablate.sh would give. It makes the same runs, not the same machine."""
     variants = sorted({s['_variant'] for s in ok}, key=variant_key)
     llama = all(v.startswith('llama_') for v in variants)
+    prefixes = tuple(p.prefix for p in PROFILES.values() if p.prefix)  # a profile's own configs (bb_, nd_, ...)
     data = common(ok, 'dataset') or ''
 
     def fit(item):
         name, prof = item
         if not data.startswith(prof.data) or not all(v.startswith(prof.prefix) for v in variants) \
-                or (not prof.prefix and any(v.startswith(('bb_', 'nd_')) for v in variants)):
+                or (not prof.prefix and any(v.startswith(prefixes) for v in variants)):
             return None
         return [f'--{k}={common(ok, k)}' for k, v in flags(prof.schedule).items()
                 if k not in FREE_ON_RESUME and common(ok, k) is not None and not same(common(ok, k), v)]
