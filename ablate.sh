@@ -9,8 +9,9 @@
 #   LEAK=zero_future PROFILE=cpu_long ./ablate.sh # the causal mask with a bug (model.py's leak), a sweep of its own
 #   SEEDS="1 2 3" NPROC=4 ./ablate.sh             # three seeds, each run on 4 GPUs with torchrun
 #   SEEDS="1 2 3" JOBS=8 ./ablate.sh              # eight runs at a time, spread over every visible GPU
-#   SWEEP=shakespeare_full_dropout0.1 VARIANTS="nanogpt diff" DEPTHS=6L ./ablate.sh --dropout=0.1
+#   VARIANTS="nanogpt diff" DEPTHS=6L ./ablate.sh --dropout=0.1
 #                                                 # extra --key=value go to every run, in a sweep of their own
+#                                                 # (runs/shakespeare_full_dropout0.1; the first line says which)
 #   PROFILE=gpt2 NPROC=8 ./ablate.sh              # GPT-2 124M on web text (data/fineweb), each run on 8 GPUs
 #   PROFILE=sink SEEDS="1 2 3" ANALYZE=1 ./ablate.sh   # the sink claims on Bigram-Backcopy, where the baseline
 #                                                 # has a sink (data/bigram_backcopy, results/sink_cpu.md)
@@ -49,7 +50,9 @@
 #                                              Diff paper's RMSNorm/SwiGLU/RoPE layer: configs/llama_*_6L.py)
 #   DEPTHS    3L 6L 8L                        (default: 3L 6L 8L for full, 3L 6L for cpu)
 #   SEEDS     list of seeds                   (default 1337)
-#   SWEEP     folder under RUNS_DIR           (default <data>_$PROFILE, + _leak_<LEAK> or _noncausal, + _sequential)
+#   SWEEP     folder under RUNS_DIR           (default <data>_$PROFILE, + _leak_<LEAK> or _noncausal, + _sequential,
+#                                              + _<key><value> for each extra --key=value that changes what the runs
+#                                              compute: --max_iters=10 gives shakespeare_demo_max_iters10)
 #   RUNS_DIR  where sweeps live               (default runs)
 #   NPROC     processes per run (torchrun)    (default 1: plain python)
 #   JOBS      runs at once on the machine     (default 1; e.g. 8 for 3-8 layer models on one large GPU)
@@ -63,6 +66,7 @@
 #                                              and needle_eval.json instead. A failed analysis leaves
 #                                              FAILED beside summary.json; the next ANALYZE=1 launch retries it)
 #   PYTHON    interpreter                     (default python)
+#   STOP_GRACE seconds a stopped run has to save its checkpoint and end before it is killed (default 20)
 #   SLURM     0 | 1                           (default 0; 1 submits the sweep's unfinished runs as a Slurm job
 #                                              array, one run a task (each this script again, on one run), and
 #                                              a report.py job after it; JOBS and GPUS are then Slurm's to set)
@@ -77,8 +81,10 @@
 # train.log there. A run with summary.json is skipped; one with ckpt.pt is resumed; a failed run is reported,
 # marked with a FAILED file (its exit status) and the sweep goes on. Ctrl-C or SIGTERM stops every run in
 # progress within a step or an evaluation batch, each saving its checkpoint: stopped, not failed. A pair with no
-# config file (e.g. diff_gated_3L) is skipped. The sweep ends with report.py, which writes runs/<sweep>/results.md;
-# then the exit status is 1 if any run or analysis failed (so a script or CI can tell), else report.py's.
+# config file (e.g. diff_gated_3L) of a default variant is left out (the first line says so); a variant VARIANTS
+# names without a config at any of DEPTHS is refused before anything is made. The sweep ends with report.py, which
+# writes runs/<sweep>/results.md; then the exit status is 1 if any run or analysis failed (so a script or CI can
+# tell), else report.py's.
 # Exit 2: a setting refused before anything ran (said on stderr); 130: stopped by Ctrl-C or SIGTERM.
 # The checks, the profiles and variants, the list of runs, sweep_settings and the Slurm submission are sweep.py's.
 # Portable bash (macOS's 3.2: no associative arrays, no wait -n; flock only where there is one).
@@ -94,6 +100,7 @@ PYTHON=${PYTHON:-python}
 "$PYTHON" sweep.py check "$@" >/dev/null || exit 2
 plan=$("$PYTHON" sweep.py plan "$@") || exit 2
 eval "$plan"
+echo "ablate.sh: $NOTE"
 if [ "$SLURM" = 1 ] && [ -z "$TASK" ]; then exec "$PYTHON" sweep.py submit "$@"; fi
 # torch.compile starts a pool of Inductor compile workers in each run, as many as the machine has cores: JOBS runs at
 # once share the cores instead (unless TORCHINDUCTOR_COMPILE_THREADS is set)
@@ -195,12 +202,36 @@ analyze_one() {  # dir: $ANALYZER (analyze.py; needle_eval.py for retrieval) on 
   return $rc
 }
 
+descendants() {  # pid ...: the pids of every process under them, now (ps -A: Linux and macOS; no pstree there)
+  ps -A -o pid= -o ppid= | awk -v roots=" $* " '
+    { parent[$1] = $2 }
+    END { n = split(roots, r, " "); for (i = 1; i <= n; i++) under[r[i]] = 1
+          do { more = 0; for (p in parent) if (!(p in under) && (parent[p] in under)) { under[p] = 1; more = 1 } }
+          while (more)
+          for (p in under) if (index(roots, " " p " ") == 0) print p }'
+}
+
+end_runs() {  # after their TERM: STOP_GRACE seconds (default 20) for the runs to save and stop, then every process
+  # this script started is killed (SIGKILL), so that none outlives the command. The tree is taken before the wait
+  # too: a process whose parent ends during it is no longer under this script, but is still in the first list
+  local tree ticks=0
+  tree=$(descendants $$)
+  while [ -n "$(jobs -rp)" ] && [ $ticks -lt $(( ${STOP_GRACE:-20} * 5 )) ]; do sleep 0.2; ticks=$((ticks + 1)); done
+  if [ -n "$(jobs -rp)" ]; then
+    echo "ablate.sh: $(( $(jobs -rp | wc -l) )) run(s) still running ${STOP_GRACE:-20}s after the stop: killed" \
+         "(SIGKILL; STOP_GRACE=<seconds> waits longer); a re-launch resumes them from their last checkpoint"
+    kill -KILL $tree $(descendants $$) 2>/dev/null
+  fi
+  wait
+}
+
 # Ctrl-C or SIGTERM: train.py saves a checkpoint of each run in progress (the TERM is passed on to runs in the
-# background); the sweep stops, and a re-launch resumes them
+# background); the sweep stops, and a re-launch resumes them. A run that has not stopped STOP_GRACE seconds later is
+# killed, with everything it started
 trap 'trap "" INT TERM; touch "$STOPPING"; stop_progress
       echo "ablate.sh: stopping: $(( $(jobs -rp | wc -l) )) run(s) in progress save a checkpoint at the end of" \
            "their step"
-      for p in $(jobs -p); do pkill -TERM -P "$p"; done; wait; rm -f "$STOPPING" "$BUSY"
+      for p in $(jobs -p); do pkill -TERM -P "$p"; done; end_runs; rm -f "$STOPPING" "$BUSY"
       echo "ablate.sh: interrupted; re-launch the same command to continue"; exit 130' INT TERM
 skipped=0; launched=(); analyzed=(); slots=()  # runs started, finished runs analyzed now, the job in each slot
 start=$(date +%s)

@@ -59,9 +59,9 @@ VARIANTS = [
     ('softmax1_orthoadam', 'Softmax-1 + OrthoAdam',  False),
 ]
 # the same variants in other settings, named <prefix><name> and labelled <label prefix><label>: ARCH=llama (the Diff
-# paper's RMSNorm/SwiGLU/RoPE layer), PROFILE=sink (bb_: Bigram-Backcopy) and PROFILE=retrieval (nd_: needles with
-# distractors)
-PREFIXES = {'llama_': 'llama ', 'bb_': 'BB ', 'nd_': 'ND '}
+# paper's RMSNorm/SwiGLU/RoPE layer), PROFILE=sink (bb_: Bigram-Backcopy), PROFILE=retrieval (nd_: needles with
+# distractors) and the Python-source corpus (pc_: data/pycode, configs/base_pycode.py)
+PREFIXES = {'llama_': 'llama ', 'bb_': 'BB ', 'nd_': 'ND ', 'pc_': 'PC '}
 # (reference A, variant B): the gaps B - A that the claims are about, in the order results.md lists them, by measure
 PAIRS = dict(
     loss=[('nanogpt', 'diff'), ('sym', 'diff_sym'), ('sym', 'norm_sym'), ('nanogpt', 'sym'), ('nanogpt', 'gated'),
@@ -198,11 +198,11 @@ class Sweep:
     analyze: bool
     analyzer: str
     analysis: str
+    own: dict = None  # the extra --key=value that gave the sweep a folder of its own (changed_by), where SWEEP did not
 
     def configs(self):
         """configs/<variant>_<depth>.py of every pair that has one (there is no diff_gated_3L, say), depth by depth."""
-        pairs = [f'configs/{v}_{d}.py' for d in self.depths for v in self.variants]
-        return [c for c in pairs if os.path.isfile(os.path.join(HERE, c))]
+        return [f'configs/{v}_{d}.py' for d in self.depths for v in self.variants if os.path.isfile(config_path(v, d))]
 
     def runs(self):
         """(config, run folder, seed) of each run, seed by seed: a sweep stopped half-way leaves whole tables for its
@@ -215,8 +215,7 @@ class Sweep:
         wins, as in train.py), less the keys that say only where and how a run is computed (FREE_ON_RESUME), sorted."""
         kept = {}
         for a in self.schedule + list(args):
-            key = a.split('=', 1)[0]
-            key = key[2:] if key.startswith('--') else key
+            key = key_value(a)[0]
             if key not in FREE_ON_RESUME:
                 kept[key] = a
         return sorted(kept.values())
@@ -266,13 +265,57 @@ def sweep_from_env(env, args):
         if not glob.glob(os.path.join(HERE, 'configs', '*_' + glob.escape(d) + '.py')):
             raise Refused(f"DEPTHS has '{d}', but there is no configs/<variant>_{d}.py; the depths: "
                           + config_names(r'.*_([0-9]*[LM])\.py$'))
+    # a variant without a config at any of the sweep's depths would run nothing: refused where VARIANTS names it (or
+    # where the sweep would have no run at all), before anything is made; a default one (diff_gated at 3L) is left out
+    absent = [v for v in variants if not any(os.path.isfile(config_path(v, d)) for d in depths)]
+    if absent and (env.get('VARIANTS') or len(absent) == len(variants)):
+        raise Refused('\n'.join(
+            [f"no config for {' '.join(absent)} at DEPTHS={' '.join(depths)}: "
+             f"{'the sweep' if len(absent) == len(variants) else 'it' if len(absent) == 1 else 'they'} would run "
+             f"nothing, so nothing was started or made:"]
+            + [f"  {v}: no {', '.join(f'configs/{v}_{d}.py' for d in depths)}; it has "
+               + (config_names(rf'{re.escape(v)}_([0-9]*[LM])\.py$') or 'none') for v in absent]
+            + ["  Say DEPTHS= one of those, leave the variant out of VARIANTS, or write the config "
+               "(docs/adding_a_variant.md)."]))
     for a in args:  # what the sweep sets per run
         if a.startswith(('--seed=', '--out_dir=', '--init_from=')):
             raise Refused(f"{a.split('=')[0]} is the sweep's to set (each run's seed comes from SEEDS, its folder and "
                           f"resume from the sweep): drop it from the extra arguments")
-    sweep = env.get('SWEEP') or f'{profile.data}_{name}{suffix}'
+    # extra arguments that change what the runs compute make a sweep of their own (--max_iters=10: <...>_max_iters10),
+    # so that they never join the profile's own folder, whose sweep_settings would then refuse the plain launch
+    own = changed_by(schedule, args)
+    sweep = env.get('SWEEP') or f'{profile.data}_{name}{suffix}{args_suffix(own)}'
     return Sweep(sweep, f"{env.get('RUNS_DIR') or 'runs'}/{sweep}", name, schedule, variants, depths, seeds, nproc,
-                 jobs, analyze, profile.analyzer, profile.analysis)
+                 jobs, analyze, profile.analyzer, profile.analysis, {} if env.get('SWEEP') else own)
+
+
+def config_path(variant, depth):
+    return os.path.join(HERE, 'configs', f'{variant}_{depth}.py')
+
+
+def key_value(arg):
+    """(key, value) of --key=value (value None without '=')."""
+    key, _, value = arg.partition('=')
+    return (key[2:] if key.startswith('--') else key), (value if '=' in arg else None)
+
+
+def changed_by(schedule, args):
+    """{key: value} of the extra --key=value that change what a sweep's runs compute, in the order given, the last of
+    a key winning: not the keys that say only where and how a run is computed (FREE_ON_RESUME), nor a value the
+    schedule already gives (sweep_settings compares the same text)."""
+    given = dict(key_value(a) for a in schedule)
+    out = {}
+    for key, value in map(key_value, args):
+        out.pop(key, None)
+        if key not in FREE_ON_RESUME and given.get(key) != value:
+            out[key] = value or ''
+    return out
+
+
+def args_suffix(changed):
+    """The end of a sweep's default name that changed_by's {key: value} make: _<key><value> each, in order
+    (--max_iters=10: _max_iters10; a value's other characters than letters, digits and .+- become -)."""
+    return ''.join('_' + key + re.sub(r'[^A-Za-z0-9.+-]+', '-', value) for key, value in changed.items())
 
 
 def keep_settings(root, settings):
@@ -357,11 +400,20 @@ def plan(env, args):
     keep_settings(sweep.root, sweep.settings(args))
     task, run = slurm_task(env)
     runs = [run] if task is not None else sweep.runs()
-    values = dict(ROOT=sweep.root, NPROC=sweep.nproc, JOBS=1 if task is not None else sweep.jobs,
+    values = dict(ROOT=sweep.root, NOTE=announce(sweep), NPROC=sweep.nproc, JOBS=1 if task is not None else sweep.jobs,
                   ANALYZE=int(sweep.analyze), ANALYZER=sweep.analyzer, ANALYSIS=sweep.analysis,
                   SLURM=int(env.get('SLURM') == '1'), TASK=task or '', SCHEDULE=sweep.schedule,
                   RUN_CFG=[r[0] for r in runs], RUN_DIR=[r[1] for r in runs], RUN_SEED=[r[2] for r in runs])
     return ''.join(assignment(name, value) for name, value in values.items())
+
+
+def announce(sweep):
+    """The sweep's first line on the console: its folder, and why it is that one where the extra arguments chose it,
+    and the variants left out for want of a config at a depth."""
+    own = ' '.join(f'--{k}={v}' for k, v in (sweep.own or {}).items())
+    line = f"sweep {sweep.root}" + (f" (a sweep of its own for {own}; SWEEP=<name> names it otherwise)" if own else '')
+    left = [f'{v}_{d}' for d in sweep.depths for v in sweep.variants if not os.path.isfile(config_path(v, d))]
+    return line + (f"; no config, so left out: {' '.join(left)}" if left else '')
 
 
 def assignment(name, value):

@@ -286,6 +286,57 @@ def test_ablate_sigterm_saves_every_run_in_progress(tmp_path, jobs, seeds):
         assert f'stopped {l.parent}: stopped at iteration' in out
 
 
+def alive_pids(pids):
+    """The pids still alive (a zombie, dead and not yet reaped by anyone, counts as gone)."""
+    out = []
+    for pid in pids:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            continue
+        state = subprocess.run(['ps', '-o', 'stat=', '-p', str(pid)], capture_output=True, text=True).stdout.strip()
+        if state and not state.startswith('Z'):
+            out.append(pid)
+    return out
+
+
+def test_an_interrupted_sweep_leaves_no_process_behind(tmp_path):
+    """A run that does not stop on the sweep's TERM (here: it ignores TERM, and has a child of its own) is killed
+    STOP_GRACE seconds after the stop, with everything it started: no process of the sweep outlives ablate.sh (before,
+    the sweep waited for it for ever, and a sweep killed then left its runs behind)."""
+    pids = tmp_path / 'pids'
+    hang = (f'case "$1" in train.py) trap "" TERM INT; echo $$ >> {pids}; sleep 600 & echo $! >> {pids}; '
+            'while :; do wait; done ;; esac')
+    env = dict(os.environ, PROFILE='cpu', VARIANTS='nanogpt', DEPTHS='3L', SEEDS='1 2', JOBS='2', SWEEP='t',
+               RUNS_DIR=str(tmp_path), STOP_GRACE='1', PROGRESS_EVERY='0', PYTHON=python_for_ablate(tmp_path, hang))
+    p = subprocess.Popen(['bash', os.path.join(ROOT, 'ablate.sh'), *TINY], env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True)
+    started = []
+    try:
+        deadline = time.time() + 60
+        while len(started) < 4 and time.time() < deadline:  # two runs, each with its child
+            time.sleep(0.1)
+            started = [int(x) for x in pids.read_text().split()] if pids.exists() else []
+        assert len(started) == 4, started
+        assert alive_pids(started) == started
+        t0 = time.time()
+        p.send_signal(signal.SIGTERM)
+        out = p.communicate(timeout=30)[0]
+        assert p.returncode == 130 and 'interrupted' in out and time.time() - t0 < 15, out
+        assert '2 run(s) still running 1s after the stop: killed (SIGKILL' in out, out
+        time.sleep(0.2)
+        assert alive_pids(started) == [], out
+        for s in (1, 2):  # stopped, not failed: a re-launch resumes it
+            assert not (tmp_path / 't' / f'nanogpt_3L_s{s}' / 'FAILED').exists()
+    finally:
+        p.kill()
+        for pid in started:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
 def test_ablate_stops_within_seconds_inside_an_evaluation(tmp_path):
     """A long evaluation (here 100000 batches at step 0) no longer holds a stop back until it ends."""
     env = dict(os.environ, PROFILE='cpu', VARIANTS='nanogpt', DEPTHS='3L', SWEEP='t', RUNS_DIR=str(tmp_path),
@@ -465,8 +516,10 @@ def test_ablate_without_gpus_sets_no_device(tmp_path, smi):
 
 def test_ablate_gpt2_profile_runs_every_124M_config_in_its_own_sweep(tmp_path):
     """PROFILE=gpt2: the seven configs/<variant>_124M.py in order, their own schedule (no profile keys), in
-    runs/fineweb_gpt2. A stand-in python records each train.py call, and the queue makes no folder ahead of its run."""
-    wrapper = python_for_ablate(tmp_path, f"case \"$*\" in *train.py*) echo \"$* | $(ls {tmp_path}/fineweb_gpt2 | "
+    runs/fineweb_gpt2 (here fineweb_gpt2_max_iters2: the extra argument makes a sweep of its own). A stand-in python
+    records each train.py call, and the queue makes no folder ahead of its run."""
+    sweep = 'fineweb_gpt2_max_iters2'
+    wrapper = python_for_ablate(tmp_path, f"case \"$*\" in *train.py*) echo \"$* | $(ls {tmp_path}/{sweep} | "
                                           f"tr '\\n' ' ')\" >> {tmp_path}/calls.log ;; esac")
     env = dict(os.environ, PROFILE='gpt2', RUNS_DIR=str(tmp_path), PYTHON=wrapper, SEEDS='3')
     p = subprocess.run(['bash', os.path.join(ROOT, 'ablate.sh'), '--max_iters=2'], env=env, capture_output=True,
@@ -476,7 +529,7 @@ def test_ablate_gpt2_profile_runs_every_124M_config_in_its_own_sweep(tmp_path):
     variants = ['nanogpt', 'diff', 'diff_sym', 'sym', 'gated', 'softmax1', 'sym_noself']
     assert [c.split()[1] for c, _ in calls] == [f'configs/{v}_124M.py' for v in variants]
     for i, ((args, folders), v) in enumerate(zip(calls, variants)):
-        assert args.split()[2:] == ['--seed=3', f'--out_dir={tmp_path}/fineweb_gpt2/{v}_124M_s3', '--max_iters=2']
+        assert args.split()[2:] == ['--seed=3', f'--out_dir={tmp_path}/{sweep}/{v}_124M_s3', '--max_iters=2']
         # no folder for the runs still queued; the sweep's settings file from the start
         assert sorted(folders.split()) == sorted([f'{w}_124M_s3' for w in variants[:i + 1]] + ['sweep_settings'])
 
@@ -558,8 +611,47 @@ def test_ablate_refuses_a_misspelled_variant_or_depth_before_any_run(tmp_path):
     p, calls = recorded_sweep(tmp_path, PROFILE='demo', DEPTHS='3l')
     assert p.returncode == 2 and "DEPTHS has '3l'" in p.stderr and ' 6L ' in p.stderr, p.stderr
     assert calls == []  # no run started
-    p, calls = recorded_sweep(tmp_path, PROFILE='cpu_long', VARIANTS='nanogpt diff_gated', DEPTHS='3L')
-    assert p.returncode == 0 and [c[1] for c in calls] == ['configs/nanogpt_3L.py']  # no diff_gated_3L: left out
+    # a default variant without a config at a depth is left out, and the first line says so
+    p, calls = recorded_sweep(tmp_path, unset=('VARIANTS',), PROFILE='cpu_long', DEPTHS='3L')
+    assert p.returncode == 0 and 'configs/diff_gated_3L.py' not in {c[1] for c in calls}, p.stderr
+    assert 'no config, so left out: diff_gated_3L' in p.stdout.splitlines()[0]
+
+
+@pytest.mark.parametrize('variants, says', [
+    ('diff_gated', 'no config for diff_gated at DEPTHS=3L: the sweep would run nothing'),
+    ('nanogpt diff_gated', 'no config for diff_gated at DEPTHS=3L: it would run nothing')])
+def test_ablate_refuses_a_named_variant_without_a_config_at_its_depths_and_makes_nothing(tmp_path, variants, says):
+    """VARIANTS=diff_gated at 3L (no configs/diff_gated_3L.py): refused before anything, naming the missing file, the
+    depths the variant has and what to write (before: "0 run, 0 skipped", report.py's "no run folders", exit 1, and
+    the sweep's folder left behind)."""
+    p, calls = recorded_sweep(tmp_path, PROFILE='demo', VARIANTS=variants, SWEEP='t2')
+    assert p.returncode == 2 and says in p.stderr, p.stdout + p.stderr
+    assert 'diff_gated: no configs/diff_gated_3L.py; it has 6L' in p.stderr and 'DEPTHS=' in p.stderr
+    assert 'write the config (docs/adding_a_variant.md)' in p.stderr and 'Traceback' not in p.stderr
+    assert calls == [] and not (tmp_path / 't2').exists() and 'report.py' not in p.stdout + p.stderr
+
+
+def test_ablate_extra_arguments_make_a_sweep_of_their_own_and_say_which(tmp_path):
+    """Extra --key=value that change what the runs compute go to a folder named by them, which the first line names
+    (before: --max_iters=10 wrote into runs/shakespeare_demo, and the next plain launch was refused there); keys
+    that say only where a run is computed, and the schedule's own values, keep the profile's folder."""
+    env = dict(unset=('SWEEP',), PROFILE='demo', VARIANTS='nanogpt diff', SEEDS='1')
+    p, calls = recorded_sweep(tmp_path, args=['--max_iters=10'], **env)
+    own = tmp_path / 'shakespeare_demo_max_iters10'
+    assert p.returncode == 0 and len(calls) == 2, p.stdout + p.stderr
+    assert all(any(a.startswith(f'--out_dir={own}/') for a in c) for c in calls), calls
+    assert p.stdout.splitlines()[0] == (f'ablate.sh: sweep {own} (a sweep of its own for --max_iters=10; '
+                                        'SWEEP=<name> names it otherwise)')
+    p, calls = recorded_sweep(tmp_path, **env)  # the plain launch: the profile's folder, not refused
+    assert p.returncode == 0 and len(calls) == 4, p.stdout + p.stderr
+    assert p.stdout.splitlines()[0] == f'ablate.sh: sweep {tmp_path}/shakespeare_demo'
+    p, calls = recorded_sweep(tmp_path, args=['--device=cpu', '--max_iters=100', '--dropout=0.1', '--dropout=0.0'],
+                              **env)
+    assert p.returncode == 0 and all(f'--out_dir={tmp_path}/shakespeare_demo/' in ' '.join(c) for c in calls[4:])
+    assert sorted(d.name for d in tmp_path.iterdir() if d.is_dir()) == ['shakespeare_demo',
+                                                                        'shakespeare_demo_max_iters10']
+    assert sweep_py.sweep_from_env(dict(PROFILE='cpu'), ['--dropout=0.1', '--dataset=data/x']).name == \
+        'shakespeare_cpu_dropout0.1_datasetdata-x'
 
 
 def test_ablate_checks_its_arguments_before_it_keeps_anything(tmp_path):

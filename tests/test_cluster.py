@@ -107,7 +107,8 @@ SMALL = ['--n_layer=1', '--n_embd=32', '--n_head=2', '--block_size=16', '--batch
 def ablate(env, runs_dir, *args, extra=()):
     """SLURM=1 ./ablate.sh, whose PYTHON (also its tasks' and the report job's) skips sweep.py's config check: a torch
     import in each task, tested in test_ablate.py."""
-    e = dict(env, RUNS_DIR=str(runs_dir), PROFILE='demo', VARIANTS='nanogpt diff', SEEDS='1 2', SLURM='1')
+    e = dict(env, RUNS_DIR=str(runs_dir), PROFILE='demo', VARIANTS='nanogpt diff', SEEDS='1 2', SLURM='1',
+             SWEEP='shakespeare_demo')  # the extra arguments would make a sweep of their own
     e.update(extra)
     if 'PYTHON' not in extra:
         e['PYTHON'] = python_for_ablate(runs_dir)
