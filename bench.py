@@ -25,6 +25,7 @@ from output import write_json
 VARIANTS = {
     'softmax': {}, 'diff': dict(attn='diff'), 'sym': dict(symmetric=True),
     'diff_sym': dict(attn='diff', symmetric=True), 'cosine_sym': dict(attn='cosine', symmetric=True),
+    'sym_noself': dict(symmetric=True, mask_self=True),
     'gated_headwise': dict(gate='headwise'), 'gated_elementwise': dict(gate='elementwise'),
     'softmax1': dict(softmax1=True), 'diff_softmax1': dict(attn='diff', softmax1=True), 'diffv2': dict(attn='diffv2'),
 }
