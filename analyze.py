@@ -16,7 +16,11 @@ Per layer and overall, on `eval_iters` validation batches:
   - effective rank (exp of the entropy of the normalised singular values, Roy & Vetterli 2007) of the attention
     maps and of the pre-softmax score matrix Q K^T, averaged over heads: the seeds' low-rank question
   - quantization penalty: val loss and perplexity in full precision and with every Linear weight rounded to int8
-    and to int4 (symmetric, per output channel, absmax scale, round to nearest), and the differences
+    and to int4 (symmetric, per output channel, absmax scale, round to nearest), and W8A8: every Linear's weight
+    and input in int8, per tensor, round to nearest, the input ranges from --calib_iters calibration batches; and the
+    differences (penalties)
+  - emergence (outlier_record, also logged during training with outlier_interval): per block output, kurtosis at
+    token 0 and at the rest, max |activation| and max / median
 Writes analysis.json in the run folder, prints a markdown report, and with matplotlib writes
 attention_maps.png (every layer's head-averaged map for one sample); of another checkpoint than ckpt.pt
 (--ckpt=RUN/best.pt), analysis_best.json and attention_maps_best.png beside them.
@@ -24,6 +28,7 @@ attention_maps.png (every layer's head-averaged map for one sample); of another 
 import argparse
 import contextlib
 import copy
+import json
 import math
 import os
 
@@ -33,7 +38,9 @@ import torch
 from dataset import batch_rng, get_batch, load_meta, load_split
 from hardware import add_device_args, autocast_context, device_and_dtype
 from model import load_checkpoint
-from output import pyplot, save_figure, write_json
+from output import pyplot, save_figure, write_json, write_text
+
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 # --- the metrics, each on plain tensors so the tests can check them on constructed inputs
@@ -97,6 +104,49 @@ def quantized_copy(model, bits):
     return m
 
 
+def quantize_tensor(x, absmax, bits=8):
+    """Per-tensor symmetric round-to-nearest: x ~ s * round(x / s), s = absmax / (2^(b-1) - 1), |q| <= 2^(b-1) - 1
+    (values beyond absmax clip). One scale for the whole tensor, so a single outlier channel coarsens every other."""
+    qmax = 2 ** (bits - 1) - 1
+    scale = max(float(absmax), 1e-12) / qmax
+    return ((x.float() / scale).round().clamp(-qmax, qmax) * scale).to(x.dtype)
+
+
+@torch.no_grad()
+def activation_ranges(model, batches):
+    """{Linear module name: the largest |input| it sees over the calibration batches} (the static ranges of W8A8)."""
+    ranges, hooks = {}, []
+    for name, mod in model.named_modules():
+        if isinstance(mod, torch.nn.Linear):
+            def note(m, inp, name=name):
+                ranges[name] = max(ranges.get(name, 0.0), inp[0].detach().abs().max().item())
+            hooks.append(mod.register_forward_pre_hook(note))
+    model.eval()
+    try:
+        for x, y in batches:
+            model(x, y)  # with targets: lm_head then sees every position, not only the last
+    finally:
+        for hk in hooks:
+            hk.remove()
+    return ranges
+
+
+def w8a8_copy(model, calibration, bits=8):
+    """A copy of the model whose every Linear computes in int8 on both sides, simulated: its weight rounded per tensor
+    (one scale, absmax / 127) and its input fake-quantized per tensor with the static range activation_ranges
+    measured on the calibration batches (kept apart from the batches the loss is measured on). Per tensor on both
+    sides is the outlier-sensitive setting (Bondarenko et al. 2023; He et al. 2024: OPT-125m 16.00 -> 63.4 ppl);
+    per-channel weights alone (quantize_weight) hide what an outlier activation channel costs."""
+    ranges = activation_ranges(model, calibration)
+    m = copy.deepcopy(model)
+    with torch.no_grad():
+        for name, mod in m.named_modules():
+            if isinstance(mod, torch.nn.Linear) and name in ranges:  # not in ranges: never called by a forward
+                mod.weight.copy_(quantize_tensor(mod.weight, mod.weight.abs().max(), bits))
+                mod.register_forward_pre_hook(lambda mm, inp, r=ranges[name]: (quantize_tensor(inp[0], r, bits),))
+    return m
+
+
 # --- emergence over training: cheap, on one batch (train.py's outlier_interval logs it into log.jsonl)
 
 @torch.no_grad()
@@ -152,6 +202,149 @@ def outlier_batch(cfg, val, device, n=8):
     """The fixed batch outlier_record is measured on: n validation windows, a pure function of the run's seed (the
     same at every step and after a resume; stream 5, apart from the eval batches' streams)."""
     return get_batch(val, batch_rng(cfg['seed'], 5), n, cfg['block_size'], device)[0]
+
+
+# --- the CPU gate's page (results/pycode_gate_cpu/emergence.md): rendered from the run's files, never typed
+
+# Claim 5's outlier precondition, fixed before any run here (claims.py's NEEDS['outliers_pc'] reads the same
+# numbers): a baseline has outliers when some block's token-0 kurtosis exceeds 50 and its largest |activation| is
+# over 100x the median. 50: well past a Gaussian's 3 and a one-hot vector's ~d (256 here) halved, where Kaul et al.'s
+# baselines sit at 1657; 100x: the lenient end of Sun et al.'s massive activations (~1000x).
+OUTLIER_KURTOSIS, OUTLIER_RATIO = 50, 100
+# "clearly rising", the gate's reading of a curve: the mean of its last fifth of points at least RISING times the mean
+# of its first fifth. Written after the first 400 steps of an earlier attempt of the gate had been seen (max/median
+# 6 -> 12): a doubling over the run, not a drift within noise.
+RISING = 2.0
+
+
+def outlier_curve(log):
+    """The kind='outliers' records of a log.jsonl -> [(iter, {measure: the largest over layers})]."""
+    keys = ('kurtosis_first', 'kurtosis_rest', 'max_activation', 'massive_ratio')
+    return [(r['iter'], {k: r[f'outliers/max_{k}'] for k in keys}) for r in log if r.get('kind') == 'outliers']
+
+
+def trend(values):
+    """(mean of the first fifth, mean of the last fifth) of a curve's values, at least one point each."""
+    n = max(1, len(values) // 5)
+    return float(np.mean(values[:n])), float(np.mean(values[-n:]))
+
+
+def gate_outcome(curve, tokens):
+    """The gate's verdict on a curve, by the rules above: 'emerged' (the precondition holds at the last point),
+    'rising' (both token-0 kurtosis and max/median at least RISING-fold from the first fifth to the last), else
+    'below emergence at N tokens'."""
+    last = curve[-1][1]
+    if last['kurtosis_first'] > OUTLIER_KURTOSIS and last['massive_ratio'] > OUTLIER_RATIO:
+        return f'emerged by {tokens:,} tokens'
+    rises = [trend([c[k] for _, c in curve]) for k in ('kurtosis_first', 'massive_ratio')]
+    if all(b >= RISING * a for a, b in rises):
+        return f'rising at {tokens:,} tokens, below the precondition'
+    return f'below emergence at {tokens:,} tokens'
+
+
+def gate_run(folder):
+    """The one run folder (<variant>_<depth>_s<seed>) under folder that holds a summary.json."""
+    runs = sorted(d for d in os.listdir(folder) if os.path.exists(os.path.join(folder, d, 'summary.json')))
+    if len(runs) != 1:
+        raise ValueError(f"{folder}: the gate's page reads one finished run (a folder with summary.json), found "
+                         f"{len(runs)}: {', '.join(runs) or 'none'}")
+    return os.path.join(folder, runs[0])
+
+
+def config_of(cfg):
+    """The config file a run was trained from, as its out_dir names it (configs/<name>.py sets out/<name>), where
+    that file exists; else its out_dir."""
+    path = os.path.join('configs', os.path.basename(cfg['out_dir']) + '.py')
+    return path if os.path.exists(os.path.join(HERE, path)) else f"--out_dir={cfg['out_dir']} (no config file of it)"
+
+
+def gate_files(folder):
+    """(run folder, summary.json, log.jsonl's records, analysis.json or None, tokens a step, the outlier curve)."""
+    from output import read_log_lines
+    run = gate_run(folder)
+    with open(os.path.join(run, 'summary.json')) as f:
+        s = json.load(f)
+    log = [rec for _, rec in read_log_lines(os.path.join(run, 'log.jsonl'))]
+    path = os.path.join(run, 'analysis.json')
+    a = None
+    if os.path.exists(path):
+        with open(path) as f:
+            a = json.load(f)
+    cfg = s['config']
+    curve = outlier_curve(log)
+    if not curve:
+        raise ValueError(f"{run}/log.jsonl has no outlier records: train it with --outlier_interval=N")
+    return run, s, log, a, cfg['batch_size'] * cfg['block_size'] * cfg['gradient_accumulation_steps'], curve
+
+
+def emergence_page(folder):
+    """emergence.md's text: a pure function of the run's summary.json, log.jsonl and analysis.json."""
+    from report import machine_label
+    run, s, log, a, per_step, curve = gate_files(folder)
+    cfg = s['config']
+    tokens = s['iter'] * per_step
+    evals = {r['iter']: r['val_loss'] for r in log if r.get('kind') == 'eval'}
+    cpu = (s.get('machine') or {}).get('cpu') or {}
+    where = (f"{machine_label(s['machine'])}, {s['dtype']}, {cpu.get('threads', '?')} thread"
+             f"{'s' if cpu.get('threads') != 1 else ''}" if s.get('machine') else f"{s['device']}, {s['dtype']}")
+    code = s.get('code') or {}
+    outcome = gate_outcome(curve, tokens)
+    (k0a, k0b), (ra, rb) = (trend([c[k] for _, c in curve]) for k in ('kurtosis_first', 'massive_ratio'))
+    lines = [
+        f"# The CPU gate: {os.path.basename(run)} ({outcome})",
+        '',
+        f"Rendered by `python analyze.py --emergence_page {os.path.relpath(folder, HERE)}` from the run's "
+        f"`summary.json`, `log.jsonl` and `analysis.json`; do not edit by hand (`tests/test_outliers.py` re-renders it "
+        f"and compares).",
+        '',
+        f"- run: `python train.py {config_of(cfg)}` ({cfg['n_layer']} layers, d {cfg['n_embd']}, {cfg['n_head']} heads, block {cfg['block_size']}, "
+        f"batch {cfg['batch_size']}, {cfg['optimizer']} lr {cfg['learning_rate']:g} → {cfg['min_lr']:g}, weight "
+        f"decay {cfg['weight_decay']:g}, bos {cfg['bos']}, seed {cfg['seed']})",
+        f"- trained: {s['iter']:,} steps × {per_step:,} tokens = **{tokens:,} tokens**, final val loss "
+        f"{s['final_val_loss']:.4f} (bytes: {s['final_val_loss'] / math.log(2):.3f} bits a byte)",
+        f"- data: `{cfg['dataset']}`, corpus sha256 `{s.get('corpus_sha256')}`",
+        f"- computed on: {where}; {s['tokens_per_sec']:,.0f} tokens/s, {s['wall_time_s'] / 60:.1f} min of "
+        f"training; code `{code.get('commit')}`{' (uncommitted changes)' if code.get('dirty') else ''}",
+        '',
+        f"**Outcome: {outcome}.** The rule, fixed in `analyze.py`: emerged where the last point has token-0 kurtosis "
+        f"> {OUTLIER_KURTOSIS} and max/median > {OUTLIER_RATIO} (claim 5's precondition); rising where both curves' "
+        f"last fifth averages at least {RISING:g}× their first fifth; else below emergence. Token-0 kurtosis went "
+        f"{k0a:.2f} → {k0b:.2f} ({k0b / k0a:.2f}×), max/median {ra:.1f} → {rb:.1f} ({rb / ra:.2f}×), first fifth "
+        f"→ last fifth of {len(curve)} points.",
+        '',
+        f"## The curves (`log.jsonl`, every {cfg['outlier_interval']} steps; each the largest over the "
+        f"{cfg['n_layer']} blocks' outputs, on one fixed batch of 8 validation windows, in the run's {s['dtype']})",
+        '',
+        '| step | tokens | token-0 kurtosis | rest kurtosis | max \|act\| | max / median | val loss |',
+        '|---|---|---|---|---|---|---|',
+    ]
+    lines += [f"| {it} | {it * per_step:,} | {c['kurtosis_first']:.2f} | {c['kurtosis_rest']:.2f} | "
+              f"{c['max_activation']:.1f} | {c['massive_ratio']:.1f} | "
+              f"{f'{evals[it]:.4f}' if it in evals else ''} |" for it, c in curve]
+    if a is not None:
+        lines += ['', f"## The final model (`analysis.json`: `python analyze.py --out_dir=RUN --dtype={a['dtype']}`, "
+                  f"{a['eval_iters']} batches of {a['batch_size']}, W8A8 calibrated on {a.get('calib_iters', '?')} "
+                  f"others)", '', markdown(a, os.path.basename(run)).split('\n', 2)[2]]
+    return '\n'.join(lines) + '\n'
+
+
+def emergence_plot(folder, path):
+    """The curves of emergence_page as a PNG (log scale), where matplotlib is installed."""
+    plt = pyplot()
+    if plt is None:
+        return False
+    run, _, _, _, per_step, curve = gate_files(folder)
+    tok = [it * per_step / 1e6 for it, _ in curve]
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for k, label in (('kurtosis_first', 'token-0 kurtosis'), ('kurtosis_rest', 'rest kurtosis'),
+                     ('massive_ratio', 'max / median |act|')):
+        ax.plot(tok, [c[k] for _, c in curve], label=label)
+    ax.axhline(OUTLIER_KURTOSIS, ls=':', c='C0')
+    ax.axhline(OUTLIER_RATIO, ls=':', c='C2')
+    ax.set(xlabel='tokens (M)', yscale='log', title=os.path.basename(run))
+    ax.legend(fontsize=8)
+    save_figure(fig, path)
+    return True
 
 
 # --- collection
@@ -251,6 +444,16 @@ def quantization(model, batches):
     return res
 
 
+def w8a8_penalty(model, batches, calibration, loss_fp=None):
+    """W8A8 (w8a8_copy, ranges from the calibration batches) against full precision on the same batches: its val
+    loss and perplexity and their penalties, loss_w8a8 - loss_fp and exp(loss_w8a8) - exp(loss_fp). analysis.json
+    keeps it under 'w8a8', beside 'quantization' (the weight-only int8 and int4)."""
+    fp = val_loss(model, batches) if loss_fp is None else loss_fp
+    q = val_loss(w8a8_copy(model, calibration), batches)
+    return dict(loss_fp=fp, loss_w8a8=q, ppl_w8a8=math.exp(q), loss_penalty_w8a8=q - fp,
+                ppl_penalty_w8a8=math.exp(q) - math.exp(fp), calibration_batches=len(calibration))
+
+
 def markdown(res, name):
     lines = [f'## {name}', '', '| layer | first-token attn (uniform) | heads on token 0 / > 0.3 (Gu) '
              '| kurtosis (tok 0 / rest) | max abs act (/ median) | top-1 / median abs logit | erank attn / QK '
@@ -265,9 +468,11 @@ def markdown(res, name):
                      f"{r['logit_top1']:.1f} / {r['logit_median']:.2f} | {r['erank_attention']:.1f} / "
                      f"{r['erank_qk']:.1f} | {gate} |")
     q = res['quantization']
-    lines += ['', f"val loss fp {q['loss_fp']:.4f} (ppl {q['ppl_fp']:.3f}); int8 {q['loss_int8']:.4f} "
-              f"(+{q['loss_penalty_int8']:.4f}, ppl +{q['ppl_penalty_int8']:.3f}); int4 {q['loss_int4']:.4f} "
-              f"(+{q['loss_penalty_int4']:.4f}, ppl +{q['ppl_penalty_int4']:.3f})"]
+    q = dict(q, **res.get('w8a8', {}))
+    kinds = [('int8', 'int8'), ('int4', 'int4')] + ([('W8A8', 'w8a8')] if 'loss_w8a8' in q else [])
+    lines += ['', f"val loss fp {q['loss_fp']:.4f} (ppl {q['ppl_fp']:.3f}); " + '; '.join(
+        f"{name} {q[f'loss_{k}']:.4f} ({q[f'loss_penalty_{k}']:+.4f}, ppl {q[f'ppl_penalty_{k}']:+.3f})"
+        for name, k in kinds)]
     return '\n'.join(lines)
 
 
@@ -297,13 +502,28 @@ def main():
                     'the weights of the best val loss')
     ap.add_argument('--eval_iters', type=int, default=10)
     ap.add_argument('--batch_size', type=int, default=8)
+    ap.add_argument('--calib_iters', type=int, default=4, help="batches W8A8's activation ranges are taken on")
     ap.add_argument('--seed', type=int, default=1337)
     # full precision by default: the same numbers on every machine, and an int8 penalty of 1e-4 in loss is about
     # the size of bf16's rounding ('auto' is bf16 on GPUs and on some CPUs)
     add_device_args(ap, dtype='float32')
+    ap.add_argument('--emergence_page', metavar='DIR', help="write DIR/emergence.md (and emergence.png) from the one "
+                    "run under DIR that holds a summary.json, its log.jsonl's outlier curves and its analysis.json; "
+                    "nothing else is done")
     args = ap.parse_args()
+    if args.emergence_page:
+        try:
+            text = emergence_page(args.emergence_page)
+        except (OSError, ValueError) as e:
+            raise SystemExit(f'error: {e}')
+        write_text(os.path.join(args.emergence_page, 'emergence.md'), text)
+        emergence_plot(args.emergence_page, os.path.join(args.emergence_page, 'emergence.png'))
+        print(text)
+        return
     if args.eval_iters < 1 or args.batch_size < 1:
         ap.error('--eval_iters and --batch_size must be at least 1')
+    if args.calib_iters < 1:
+        ap.error("--calib_iters must be at least 1: W8A8's activation ranges are taken on that many batches")
     path = args.ckpt or os.path.join(args.out_dir, 'ckpt.pt')
     device, device_type, dtype = device_and_dtype(args)
     try:
@@ -319,10 +539,16 @@ def main():
                          f"here ({e.filename or e}): prepare dataset {cfg['dataset']!r} on this machine first")
     T = model.config.block_size
     batches = [get_batch(val, batch_rng(args.seed, 3, k), args.batch_size, T, device) for k in range(args.eval_iters)]
+    # W8A8's activation ranges come from other windows of the same split (stream 4), so that they are not fitted to
+    # the batches the penalty is measured on
+    calibration = [get_batch(val, batch_rng(args.seed, 4, k), args.batch_size, T, device)
+                   for k in range(args.calib_iters)]
     with autocast_context(dtype, device_type):
         res = analyze(model, batches)
         res['quantization'] = quantization(model, batches)
+        res['w8a8'] = w8a8_penalty(model, batches, calibration, res['quantization']['loss_fp'])
     res.update(checkpoint=path, iter=ckpt['iter_num'], eval_iters=args.eval_iters, batch_size=args.batch_size,
+               calib_iters=args.calib_iters,
                model_args=ckpt['model_args'], optimizer=cfg.get('optimizer'), device=device, dtype=dtype)
     # ckpt.pt's measures are the run's (report.py reads analysis.json); another checkpoint's go beside them
     # (best.pt: analysis_best.json), not over them

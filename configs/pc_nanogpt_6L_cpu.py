@@ -1,4 +1,4 @@
-# The CPU gate of issue 55: the baseline alone at the smallest shape that could show emergence, on one CPU thread
+# The CPU gate of the outlier claim (claim 5): the baseline alone at the smallest shape that could show emergence, on one CPU thread
 # for under an hour (results/pycode_gate_cpu). Width d = 256, the smallest documented case's (the LessWrong run),
 # since kurtosis across channels is a statement about the d channels; depth 6, half of it, and 128-token windows
 # of 8, so that the hour holds many Adam steps (6000 steps of 1,024 tokens: 6.1M tokens), Adam's per-channel

@@ -1,5 +1,5 @@
 """
-Python source code from a pinned list of PyPI wheels, as UTF-8 bytes: the corpus of the outlier runs (issue 55).
+Python source code from a pinned list of PyPI wheels, as UTF-8 bytes: the corpus of the outlier runs (claim 5).
 
 $ python data/pycode/prepare.py                  # downloads the pinned wheels into data/pycode/downloads/ once
 $ python data/pycode/prepare.py --check          # (re)builds from downloads/ and fails unless the corpus hash is
