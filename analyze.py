@@ -315,7 +315,7 @@ def emergence_page(folder):
         f"## The curves (`log.jsonl`, every {cfg['outlier_interval']} steps; each the largest over the "
         f"{cfg['n_layer']} blocks' outputs, on one fixed batch of 8 validation windows, in the run's {s['dtype']})",
         '',
-        '| step | tokens | token-0 kurtosis | rest kurtosis | max \|act\| | max / median | val loss |',
+        '| step | tokens | token-0 kurtosis | rest kurtosis | max \\|act\\| | max / median | val loss |',
         '|---|---|---|---|---|---|---|',
     ]
     lines += [f"| {it} | {it * per_step:,} | {c['kurtosis_first']:.2f} | {c['kurtosis_rest']:.2f} | "
