@@ -1,0 +1,347 @@
+"""
+Findings pages rendered from the committed runs, by one renderer: each page of PAGES is its template
+(evidence/pages/<page>.in) with every {{ expression }} replaced by its value, computed by this file's functions from
+the committed run folders (summary.json, log.jsonl, analysis.json, needle_eval.json, provenance.json, read through
+report.py and claims.py).
+
+  python evidence/pages.py            # renders every page
+  python evidence/pages.py --check    # exit 1, naming each page that differs from its render (tests do the same)
+
+The rule for a template: every number, range, count and "every / all / k of n" that comes from runs is an
+expression; prose that interprets stays typed. What may stay typed: the settings a command line sets (it is the
+command, not a result), commit hashes and dates, and numbers of other papers. A number whose runs are not committed
+is not on a page.
+
+Pooling follows the claims' rule (report.computed_on: processor, number format, code era, execution path, threads):
+a Runs object holds one homogeneous group, and a page that has runs of several groups shows each group on its own.
+"""
+import argparse
+import os
+import re
+import statistics
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, ROOT)  # report.py, claims.py: `python evidence/pages.py` from the repository's root
+
+import claims  # noqa: E402
+import report  # noqa: E402
+from report import NAMES, compare, finished, group_label, homogeneous, run_file  # noqa: E402
+
+TEMPLATES = os.path.join(HERE, 'pages')
+# The runs are read where claims.py reads them (claims.HERE, the repository); the pages are written under ROOT
+FIELD = re.compile(r'\{\{(.+?)\}\}', re.S)
+
+# ----------------------------------------------------------------------------- formatting
+
+
+def num(x, fmt='{:.2f}'):
+    """x in fmt, with the pages' minus sign (U+2212) for a negative number."""
+    return fmt.format(x).replace('-', '−')
+
+
+def span(xs, fmt='{:.2f}'):
+    """'lo-hi' of the values as printed (one value where they print alike)."""
+    lo, hi = num(min(xs), fmt), num(max(xs), fmt)
+    return lo if lo == hi else f'{lo}-{hi}'
+
+
+def pm(xs, fmt='{:.2f}'):
+    """report.mean_std in the pages' minus sign."""
+    return report.mean_std(list(xs), fmt).replace('-', '−')
+
+
+def seeds_text(seeds):
+    """'1-5' for a run of consecutive seeds, else '1, 3, 4'."""
+    seeds = sorted(seeds)
+    if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[-1] + 1)):
+        return f'{seeds[0]}-{seeds[-1]}'
+    return ', '.join(map(str, seeds))
+
+
+def k_of_n(flags):
+    """'k of n' over {seed: bool}."""
+    return f'{sum(flags.values())} of {len(flags)}'
+
+
+def interval(st, fmt='{:.3f}', p=False):
+    """A comparison (report.compare) as 'B − A [lo, hi]', with ', p = ...' where asked; where it has no interval,
+    the one difference and why."""
+    f = fmt.replace('{:', '{:+')
+    if st['test'] == 'single':
+        return num(st['diff'], f) + ' (one seed)'
+    text = f"{num(st['diff'], f)} [{num(st['lo'], f)}, {num(st['hi'], f)}]"
+    return text + (f", p = {report.fmt_p(st['p'])}" if p else '')
+
+
+def noise(st):
+    """report.gap_words' verdict in a page's words: 'within noise' where the interval contains 0, else that it
+    excludes 0 (B lower / higher); 'too few seeds' under report.MIN_SEEDS."""
+    words = report.gap_words(st)
+    return {'not within noise: B lower': 'lower, the interval excludes 0',
+            'not within noise: B higher': 'higher, the interval excludes 0'}.get(words, words)
+
+
+def both(*sts):
+    """noise() of several comparisons: 'both within noise' where they agree, else each's in turn."""
+    words = [noise(st) for st in sts]
+    return f'both {words[0]}' if len(set(words)) == 1 and len(words) == 2 else ' and '.join(words)
+
+
+def bold_if(st, text):
+    """text in bold where st's interval excludes 0 (a table's mark of a difference)."""
+    return f'**{text}**' if report.gap_words(st).startswith('not within') else text
+
+
+# ----------------------------------------------------------------------------- runs
+
+class Runs:
+    """The finished runs of one homogeneous group (report.computed_on) among the folders' runs, pooled by seed as
+    claims.runs_of pools them; group: the group's index in the order report.homogeneous meets the groups over every
+    run of the folders (variants in load order, seeds in order). depth: the cells' depth."""
+
+    def __init__(self, folders, depth, group=0):
+        self.folders, self.depth = folders, depth
+        runs = claims.runs_of(folders)
+        if runs is None:
+            raise SystemExit(f'pages.py: none of {folders} is committed')
+        everything = [s for key in sorted(runs) if key[1] == depth for s in finished(runs[key])]
+        groups = list(homogeneous(everything).values())
+        self.others = len(groups) - 1
+        mine = groups[group]
+        self.label = group_label(mine)
+        self.cells = {}
+        for s in mine:
+            self.cells.setdefault(s['_variant'], {})[s['_seed']] = s
+
+    def seeds(self, v):
+        return sorted(self.cells[v])
+
+    def run(self, v, seed):
+        return self.cells[v][seed]
+
+    def values(self, v, read, file='analysis.json', seeds=None):
+        """{seed: read(file's dict)} of variant v (summary.json: the summary itself), over seeds (default all) that
+        have the file."""
+        out = {}
+        for seed in seeds or self.seeds(v):
+            s = self.cells[v].get(seed)
+            f = None if s is None else (s if file == 'summary.json' else run_file(s, file))
+            if f is not None:
+                out[seed] = read(f)
+        return out
+
+    def config(self, v, key):
+        """The one value of config[key] over v's runs (an error where they differ: the page would say one)."""
+        vs = {repr(s['config'][key]) for s in self.cells[v].values()}
+        if len(vs) != 1:
+            raise SystemExit(f'pages.py: {v} runs differ in {key}: {sorted(vs)}')
+        return next(iter(self.cells[v].values()))['config'][key]
+
+    def wall(self):
+        """The range of summary.json's wall_time_s over every run of the group, in seconds."""
+        return span([s['wall_time_s'] for c in self.cells.values() for s in c.values()], '{:.0f}')
+
+    def compare(self, a, b, read, file='analysis.json', seeds=None):
+        """B − A paired by seed (report.compare) in read's measure."""
+        return compare(self.values(a, read, file, seeds), self.values(b, read, file, seeds))
+
+
+# ----------------------------------------------------------------------------- rendering
+
+def render_text(template, names):
+    """template with every {{ expression }} evaluated in names; an expression that fails names its line."""
+    def value(m):
+        try:
+            return str(eval(m.group(1), dict(names)))  # noqa: S307 (the repository's own templates)
+        except Exception as e:
+            line = template.count('\n', 0, m.start()) + 1
+            raise SystemExit(f'pages.py: line {line} of the template, {{{{{m.group(1)}}}}}: {e!r}') from None
+    return FIELD.sub(value, template)
+
+
+def template(page):
+    with open(os.path.join(TEMPLATES, os.path.basename(page) + '.in'), encoding='utf-8') as f:
+        return f.read()
+
+
+# ----------------------------------------------------------------------------- results/sink_cpu.md
+
+BB = claims.BB  # Bigram-Backcopy's seeds 1-5 and 6-10, the folders claims 5 and 6 read
+SINK = claims.SINK  # Gu et al.'s sink: a head's mean attention to position 0 above 0.3
+SINK_VARIANTS = ['nanogpt', 'softmax1', 'gated', 'gated_headwise', 'orthoadam', 'softmax1_orthoadam']
+# analysis.json's measures the sink page reads: name -> read(analysis.json)
+M = dict(all=lambda a: a['overall']['first_token_attention'], L1=claims.LAYER(0), L2=claims.LAYER(1),
+         gu=lambda a: a['overall']['sink_heads'], kurt=lambda a: a['overall']['kurtosis_rest'],
+         ratio=lambda a: a['overall']['massive_ratio'], int4=lambda a: a['quantization']['loss_penalty_int4'],
+         uniform=lambda a: a['overall']['first_token_uniform'],
+         gate_mean=lambda a: a['layers'][0]['gate_mean'], gate_low=lambda a: a['layers'][0]['gate_below_0_1'])
+VAL = lambda s: s['final_val_loss']  # noqa: E731
+
+
+class Sink(Runs):
+    """One homogeneous group of Bigram-Backcopy's sink runs, with the measures the sink page states."""
+
+    def __init__(self, group=0):
+        super().__init__(BB, '2L', group)
+
+    def v(self, variant, m, seeds=None):
+        """{seed: value} of measure m (M's, or 'val': the final val loss) of variant (without the bb_ prefix)."""
+        if m == 'val':
+            return self.values('bb_' + variant, VAL, 'summary.json', seeds)
+        return self.values('bb_' + variant, M[m], seeds=seeds)
+
+    def span(self, variant, m, fmt='{:.2f}', seeds=None):
+        return span(self.v(variant, m, seeds).values(), fmt)
+
+    def mean(self, variant, m, fmt='{:.2f}', seeds=None):
+        return num(statistics.mean(self.v(variant, m, seeds).values()), fmt)
+
+    def listed(self, variant, m, fmt='{:.2f}', seeds=None):
+        """'a, b and c in seeds 1-3': the values seed by seed."""
+        vs = self.v(variant, m, seeds)
+        xs = [num(y, fmt) for y in vs.values()]
+        return ((', '.join(xs[:-1]) + ' and ' + xs[-1] if len(xs) > 1 else xs[0])
+                + f" in seed{'s' * (len(xs) > 1)} {seeds_text(vs)}")
+
+    def times_uniform(self, variant, m):
+        """The range of m / the uniform reference (the weight uniform attention would give position 0), as 'lo-hi'."""
+        u = self.v(variant, 'uniform')
+        return span([y / u[x] for x, y in self.v(variant, m).items()], '{:.0f}')
+
+    def one(self, read, file='analysis.json'):
+        """The one value of read(file) over every run of the group (an error where runs differ: the page says
+        one)."""
+        vs = {repr(y) for variant in SINK_VARIANTS for y in self.values('bb_' + variant, read, file).values()}
+        if len(vs) != 1:
+            raise SystemExit(f'pages.py: the runs differ in what the page states as one value: {sorted(vs)}')
+        return eval(vs.pop())  # noqa: S307 (a repr of a JSON value)
+
+    def all_runs(self, m):
+        """m over every run of every variant in the group."""
+        return [x for variant in SINK_VARIANTS for x in self.v(variant, m).values()]
+
+    def cmp(self, variant, m, seeds=None):
+        """variant − the baseline in m, paired by seed."""
+        return compare(self.v('nanogpt', m, seeds), self.v(variant, m, seeds))
+
+    def sink_seeds(self, variant='nanogpt', m='L2'):
+        """The seeds where variant has a sink (> SINK) in layer m."""
+        return [x for x, y in self.v(variant, m).items() if y > SINK]
+
+    def no_sink_seeds(self, variant='nanogpt', m='L2'):
+        return [x for x, y in self.v(variant, m).items() if y <= SINK]
+
+    def where(self, variant, m, test, seeds=None):
+        """'k of n' seeds where test(value) holds."""
+        return k_of_n({x: test(y) for x, y in self.v(variant, m, seeds).items()})
+
+    def halved(self, variant, m):
+        """'k of n' seeds where variant's m is at most half the baseline's (the claims' "halves": B <= A / 2)."""
+        a, b = self.v('nanogpt', m), self.v(variant, m)
+        return k_of_n({x: b[x] <= a[x] / 2 for x in sorted(set(a) & set(b))})
+
+    def not_halved(self, variant, m, fmt='{:.2f}'):
+        """'seed s (b against a)' for each seed where the variant does not halve the baseline's m."""
+        a, b = self.v('nanogpt', m), self.v(variant, m)
+        return '; '.join(f'seed {x} ({num(b[x], fmt)} against {num(a[x], fmt)})'
+                         for x in sorted(set(a) & set(b)) if b[x] > a[x] / 2) or 'none'
+
+    def reduction(self, variant, m, seeds=None):
+        """1 − mean(variant) / mean(baseline) over seeds, in percent."""
+        a, b = self.v('nanogpt', m, seeds), self.v(variant, m, seeds)
+        return f'{100 * (1 - statistics.mean(b.values()) / statistics.mean(a.values())):.0f}%'
+
+    def per_seed_table(self):
+        """Layer 1 / layer 2 first-token attention and Gu's share, per variant and seed."""
+        seeds = self.seeds('bb_nanogpt')
+        rows = ['| variant | ' + ' | '.join(f'seed {x}' for x in seeds) + ' |', '|---' * (len(seeds) + 1) + '|']
+        for variant in SINK_VARIANTS:
+            l1, l2, gu = (self.v(variant, m) for m in ('L1', 'L2', 'gu'))
+            rows.append(f'| {NAMES.get(variant, variant)} | ' + ' | '.join(
+                f'{l1[x]:.2f} / {l2[x]:.2f} ({gu[x]:.1f})' if x in l1 else '—' for x in seeds) + ' |')
+        return '\n'.join(rows)
+
+    def summary_table(self):
+        """Mean ± std of the baseline in each measure, each variant's paired difference from it (bold where the
+        interval excludes 0), and the massive-activation ratio's mean ± std."""
+        cols = [('all', '{:.3f}'), ('L1', '{:.3f}'), ('L2', '{:.3f}'), ('gu', '{:.2f}'), ('kurt', '{:.2f}'),
+                ('int4', '{:.4f}'), ('val', '{:.4f}')]
+        rows = ['| variant | first-token attn (all layers) | B − A, 95% interval | layer 1, B − A | layer 2, B − A '
+                '| Gu share, B − A | kurtosis, B − A | max / median act | int4 penalty, B − A | val, B − A |',
+                '|---' * 10 + '|']
+        for variant in SINK_VARIANTS:
+            cells = [pm(self.v(variant, 'all').values(), '{:.3f}')]
+            for i, (m, fmt) in enumerate(cols):
+                if variant == 'nanogpt':
+                    cells.append('' if i == 0 else f"({pm(self.v(variant, m).values(), fmt)})")
+                else:
+                    st = self.cmp(variant, m)
+                    cells.append(bold_if(st, interval(st, fmt)))
+                if i == 4:  # the ratio is a column of its own, mean ± std (no difference: there are no outliers)
+                    cells.append(pm(self.v(variant, 'ratio').values(), '{:.0f}'))
+            rows.append(f'| {NAMES.get(variant, variant)} | ' + ' | '.join(cells) + ' |')
+        return '\n'.join(rows)
+
+
+def probe_row(setting, s):
+    """A row of the sink page's table of settings tried: steps, first-token attention by layer (the uniform
+    reference), Gu's share, kurtosis, max / median activation, final val loss; from the run's analysis.json."""
+    a = run_file(s, 'analysis.json')
+    o = a['overall']
+    layers = ', '.join(f"{x['first_token_attention']:.3f}" for x in a['layers'])
+    return (f"| {setting} | {s['iter']} | {layers} ({o['first_token_uniform']:.3f}) | {o['sink_heads']:.2f} | "
+            f"{o['kurtosis_rest']:.1f} | {o['massive_ratio']:.0f}× | {s['final_val_loss']:.3f} |")
+
+
+def tokens(s):
+    """The tokens a run trained on: steps × batch × accumulation × block."""
+    c = s['config']
+    return s['iter'] * c['batch_size'] * c['gradient_accumulation_steps'] * c['block_size']
+
+
+def sink_names():
+    bb = claims.runs_of(BB)
+    bos = claims.runs_of('results/shakespeare_cpu_long_bos')
+    bos_run = finished(bos[('nanogpt', '3L')])[0]
+    groups = [Sink(0)] + [Sink(i) for i in range(1, Sink(0).others + 1)]
+    return dict(g=groups[0], others=groups[1:], probe_row=probe_row, tokens=tokens, claims=claims, report=report,
+                above=lambda x: x > SINK, below=lambda x: x <= SINK, num=num, span=span, pm=pm, seeds_text=seeds_text, k_of_n=k_of_n,
+                interval=interval, noise=noise, both=both, SINK=SINK, NAMES=NAMES, bb=bb, bos=bos_run,
+                bos_a=run_file(bos_run, 'analysis.json'), statistics=statistics)
+
+
+# ----------------------------------------------------------------------------- the pages
+
+PAGES = {'results/sink_cpu.md': sink_names}
+
+
+def render(page):
+    """The page's text, rendered from its template and the committed runs."""
+    claims._RUNS.clear()  # a run file changed since the last render (tests) is read again
+    return render_text(template(page), PAGES[page]())
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[1].strip())
+    ap.add_argument('--check', action='store_true', help='write nothing; exit 1 where a page differs from its render')
+    ap.add_argument('pages', nargs='*', help=f'pages to render (default: all: {", ".join(PAGES)})')
+    args = ap.parse_args(argv)
+    stale = []
+    for page in args.pages or PAGES:
+        text, path = render(page), os.path.join(ROOT, page)
+        with open(path, encoding='utf-8') as f:
+            if f.read() != text:
+                stale.append(page)
+                if not args.check:
+                    report.write_text(path, text)
+    if args.check and stale:
+        print(f"pages.py: {', '.join(stale)} differ{'s' * (len(stale) == 1)} from the render: run python "
+              f"evidence/pages.py", file=sys.stderr)
+        sys.exit(1)
+    print(('rendered: ' + ', '.join(stale)) if stale else 'up to date')
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,81 @@
+"""The findings pages evidence/pages.py renders (results/sink_cpu.md, results/needle_cpu.md) are what it renders from
+the committed runs, byte for byte: a hand edit of a rendered number fails here, and a changed run file changes the
+page. Reads JSON files only: no torch, no training."""
+import json
+import os
+import re
+import shutil
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, 'evidence'))
+import claims  # noqa: E402
+import pages  # noqa: E402
+
+
+@pytest.mark.parametrize('page', list(pages.PAGES))
+def test_page_is_its_render(page):
+    """Each page is its template rendered against the committed runs (python evidence/pages.py writes it)."""
+    with open(os.path.join(ROOT, page), encoding='utf-8') as f:
+        assert f.read() == pages.render(page), f'{page} is not what evidence/pages.py renders: run it'
+
+
+def digit_changed(text, value):
+    """text with the first digit of value's first occurrence changed (9 -> 8, else +1)."""
+    i = text.index(value)
+    j = i + re.search(r'\d', value).start()
+    return text[:j] + ('8' if text[j] == '9' else str(int(text[j]) + 1)) + text[j + 1:]
+
+
+def test_a_hand_edited_number_fails_the_check(tmp_path, monkeypatch, capsys):
+    """--check exits 1 naming the page whose rendered number was edited by hand, and passes the untouched one."""
+    g = pages.Sink(0)
+    value = f"{g.v('nanogpt', 'L1')[g.seeds('bb_nanogpt')[0]]:.2f} / "  # a cell of the per-seed table
+    for page in pages.PAGES:
+        os.makedirs(tmp_path / os.path.dirname(page), exist_ok=True)
+        shutil.copy(os.path.join(ROOT, page), tmp_path / page)
+    monkeypatch.setattr(pages, 'ROOT', str(tmp_path))
+    pages.main(['--check'])  # the copies as committed: up to date
+    sink = tmp_path / 'results' / 'sink_cpu.md'
+    sink.write_text(digit_changed(sink.read_text(encoding='utf-8'), value), encoding='utf-8')
+    with pytest.raises(SystemExit) as e:
+        pages.main(['--check'])
+    assert e.value.code == 1 and 'results/sink_cpu.md' in capsys.readouterr().err
+
+
+def test_a_changed_run_file_changes_the_render(tmp_path, monkeypatch):
+    """The pages read the run files: lowering one baseline seed's layer-1 sink below Gu's threshold changes the
+    page's count of seeds with one, its per-seed table and its range."""
+    for folder in claims.BB + ('results/shakespeare_cpu_long_bos',):
+        shutil.copytree(os.path.join(ROOT, folder), tmp_path / folder)
+    before = pages.render('results/sink_cpu.md')
+    path = tmp_path / claims.BB[0] / 'bb_nanogpt_2L_s2' / 'analysis.json'
+    a = json.loads(path.read_text())
+    a['layers'][0]['first_token_attention'] = 0.1
+    path.write_text(json.dumps(a))
+    monkeypatch.setattr(claims, 'HERE', str(tmp_path))
+    try:
+        after = pages.render('results/sink_cpu.md')
+    finally:
+        claims._RUNS.clear()  # the copies' runs are not left for another test to read
+    n = len(pages.Sink(0).seeds('bb_nanogpt'))
+    assert f'**The baseline has a layer-1 sink in {n - 1} of {n} seeds.**' in after
+    assert f'**The baseline has a layer-1 sink in {n} of {n} seeds.**' in before
+    assert '| 0.10 / ' in after and '| 0.10 / ' not in before.split('## The other group')[0]
+
+
+def test_template_error_names_its_line():
+    """An expression that fails names its line in the template and the expression, not a bare traceback."""
+    with pytest.raises(SystemExit, match=r'line 2 of the template, \{\{ nope \}\}'):
+        pages.render_text('a\nb {{ nope }}\n', {})
+
+
+def test_counts_and_ranges():
+    """The helpers the templates state counts and ranges with."""
+    assert pages.k_of_n({1: True, 2: False, 3: True}) == '2 of 3'
+    assert pages.span([0.376, 0.489, 0.4]) == '0.38-0.49' and pages.span([0.301, 0.299]) == '0.30'
+    assert pages.num(-0.5, '{:+.1f}') == '−0.5'
+    assert pages.seeds_text([1, 2, 3, 4, 5]) == '1-5' and pages.seeds_text([6, 7]) == '6, 7'
+    assert pages.seeds_text([1, 3, 4]) == '1, 3, 4'
