@@ -72,7 +72,13 @@ def interval(st, fmt='{:.3f}', p=False):
     if st['test'] == 'single':
         return num(st['diff'], f) + ' (one seed)'
     text = f"{num(st['diff'], f)} [{num(st['lo'], f)}, {num(st['hi'], f)}]"
-    return text + (f", p = {report.fmt_p(st['p'])}" if p else '')
+    return text + (f', {p_text(st)}' if p else '')
+
+
+def p_text(st):
+    """'p = 0.034', or 'p < 0.001'."""
+    p = report.fmt_p(st['p'])
+    return f'p {p[0]} {p[1:]}' if p.startswith('<') else f'p = {p}'
 
 
 def noise(st):
@@ -138,6 +144,14 @@ class Runs:
         if len(vs) != 1:
             raise SystemExit(f'pages.py: {v} runs differ in {key}: {sorted(vs)}')
         return next(iter(self.cells[v].values()))['config'][key]
+
+    def one(self, read, file='analysis.json'):
+        """The one value of read(file) over every run of the group (an error where runs differ: the page says
+        one)."""
+        vs = {repr(y) for v in self.cells for y in self.values(v, read, file).values()}
+        if len(vs) != 1:
+            raise SystemExit(f'pages.py: the runs differ in what the page states as one value: {sorted(vs)}')
+        return eval(vs.pop())  # noqa: S307 (a repr of a JSON value)
 
     def wall(self):
         """The range of summary.json's wall_time_s over every run of the group, in seconds."""
@@ -209,14 +223,6 @@ class Sink(Runs):
         """The range of m / the uniform reference (the weight uniform attention would give position 0), as 'lo-hi'."""
         u = self.v(variant, 'uniform')
         return span([y / u[x] for x, y in self.v(variant, m).items()], '{:.0f}')
-
-    def one(self, read, file='analysis.json'):
-        """The one value of read(file) over every run of the group (an error where runs differ: the page says
-        one)."""
-        vs = {repr(y) for variant in SINK_VARIANTS for y in self.values('bb_' + variant, read, file).values()}
-        if len(vs) != 1:
-            raise SystemExit(f'pages.py: the runs differ in what the page states as one value: {sorted(vs)}')
-        return eval(vs.pop())  # noqa: S307 (a repr of a JSON value)
 
     def all_runs(self, m):
         """m over every run of every variant in the group."""
@@ -312,9 +318,182 @@ def sink_names():
                 bos_a=run_file(bos_run, 'analysis.json'), statistics=statistics)
 
 
+# ----------------------------------------------------------------------------- results/needle_cpu.md
+
+NEEDLE = ('results/needle_cpu', 'results/needle_cpu_seeds6-10')  # seeds 1-5 of six variants; 6-10 of two
+ND = claims.ND  # needles with distractors, seeds 1-5 of six variants
+NEEDLE_VARIANTS = ['nanogpt', 'diff', 'diff_sym', 'sym', 'gated', 'softmax1']
+LEARNED = 0.1  # "learned the task": the first eval with val loss below 0.1 (the copy plateau is above 1)
+
+
+def paired_text(st, fmt='{:.3f}'):
+    """A paired comparison as 'd ± sd, [lo, hi], p = p' (the pages' long form)."""
+    f = fmt.replace('{:', '{:+')
+    return (f"{num(st['diff'], f)} ± {num(st['sd'], fmt)}, [{num(st['lo'], f)}, {num(st['hi'], f)}], "
+            f"{p_text(st)}")
+
+
+class Needle(Runs):
+    """One homogeneous group of the needle runs (prefix: the folder's config prefix, nd_ for the distractors), with
+    needle_eval.json's measures and the training logs' evals."""
+
+    def __init__(self, folders, prefix='', group=0):
+        super().__init__(folders, '2L', group)
+        self.prefix = prefix
+
+    def has(self, v):
+        return self.prefix + v in self.cells
+
+    def s(self, v):
+        return self.seeds(self.prefix + v)
+
+    def one_file(self, key):
+        """needle_eval.json's key, one value over every run (the grid: depths, n_eval, dtype)."""
+        return self.one(lambda f: f[key], 'needle_eval.json')
+
+    def ev(self, v, key, counts=None, seeds=None):
+        """{seed: needle_eval.json's key, mean over the needle counts (counts: those only)}."""
+        def read(f):
+            return statistics.mean(f['by_needles'][n][key] for n in (counts or f['by_needles']))
+        return self.values(self.prefix + v, read, 'needle_eval.json', seeds)
+
+    def summ(self, v, read, seeds=None):
+        return self.values(self.prefix + v, read, 'summary.json', seeds)
+
+    def val(self, v, seeds=None):
+        return self.summ(v, VAL, seeds)
+
+    def counts(self, v):
+        """The needle counts every run of v was evaluated at, in order."""
+        fs = self.values(self.prefix + v, lambda f: f['by_needles'], 'needle_eval.json')
+        return sorted(set.intersection(*(set(f) for f in fs.values())), key=int)
+
+    def cells_below(self, variants, seeds=None, top=1.0):
+        """'<variant> seed s at N = n (acc)' for every (variant, seed, needle count) whose accuracy is below top."""
+        out = []
+        for v in variants:
+            fs = self.values(self.prefix + v, lambda f: f['by_needles'], 'needle_eval.json', seeds)
+            out += [f"{NAMES.get(v, v)} seed {x} at N = {n} ({f[n]['accuracy']:.3f})" for x, f in fs.items()
+                    for n in sorted(f, key=int) if f[n]['accuracy'] < top]
+        return out
+
+    def per_n(self, v, key='accuracy', seeds=None):
+        """The mean over seeds of key at each needle count, in order."""
+        return [statistics.mean(self.ev(v, key, [n], seeds).values()) for n in self.counts(v)]
+
+    def separates(self, a, b, key='accuracy', seeds=None):
+        """'k of n' needle counts where B − A's paired interval excludes 0."""
+        return k_of_n({n: report.gap_words(self.cmp(a, b, self.ev, seeds, key=key, counts=[n])).startswith(
+            'not within') for n in self.counts(a)})
+
+    def more(self, a, b, get, seeds=None, **kw):
+        """'k of n' seeds where B's measure is above A's."""
+        va, vb = get(a, seeds=seeds, **kw), get(b, seeds=seeds, **kw)
+        return k_of_n({x: vb[x] > va[x] for x in sorted(set(va) & set(vb))})
+
+    def less(self, a, b, get, seeds=None, **kw):
+        """'k of n' seeds where B's measure is below A's."""
+        va, vb = get(a, seeds=seeds, **kw), get(b, seeds=seeds, **kw)
+        return k_of_n({x: vb[x] < va[x] for x in sorted(set(va) & set(vb))})
+
+    def order(self, a, b, get, seeds=None, **kw):
+        """'B is lower in k, level in l and higher in m of n seeds' (where each is not 0) in get's measure."""
+        va, vb = get(a, seeds=seeds, **kw), get(b, seeds=seeds, **kw)
+        shared = sorted(set(va) & set(vb))
+        n = dict(lower=sum(vb[x] < va[x] for x in shared), level=sum(vb[x] == va[x] for x in shared),
+                 higher=sum(vb[x] > va[x] for x in shared))
+        parts = [f'{w} in {k}' for w, k in n.items() if k]
+        return (', '.join(parts[:-1]) + ' and ' + parts[-1] if len(parts) > 1 else parts[0]) + f' of {len(shared)} seeds'
+
+    def first(self, v, seeds=None):
+        """{seed: the first eval step with val loss below LEARNED, None where none is}."""
+        def read(s):
+            return next((e['iter'] for e in s['_log'] if e.get('kind') == 'eval' and e['val_loss'] < LEARNED), None)
+        return self.summ(v, read, seeds)
+
+    def learned(self, v, seeds=None):
+        return [x for x, y in self.first(v, seeds).items() if y is not None]
+
+    def failed(self, v, seeds=None):
+        return [x for x, y in self.first(v, seeds).items() if y is None]
+
+    def val_at(self, v, step, seeds=None):
+        """{seed: val loss at the eval of that step}."""
+        return self.summ(v, lambda s: next(e['val_loss'] for e in s['_log'] if e.get('kind') == 'eval'
+                                           and e['iter'] == step), seeds)
+
+    def lam(self, v, layer, key, seeds=None):
+        """{seed: lambda_table's key of that layer (1-based)}."""
+        return self.summ(v, lambda s: s['lambda_table'][layer - 1][key], seeds)
+
+    def cmp(self, a, b, get, seeds=None, **kw):
+        """B − A paired by seed in get(variant, seeds=..., **kw)'s measure (a method such as self.ev)."""
+        return compare(get(a, seeds=seeds, **kw), get(b, seeds=seeds, **kw))
+
+    def first_table(self, variants, seeds):
+        """Steps to the first eval below LEARNED, per variant and seed, mean ± std, and paired against the baseline
+        over the seeds where both learned the task."""
+        rows = ['| variant | ' + ' | '.join(f'seed {x}' for x in seeds) + ' | mean ± std | paired against nanogpt: '
+                'mean ± std, 95% interval, p |', '|---' * (len(seeds) + 3) + '|']
+        base = self.first('nanogpt', seeds)
+        for v in variants:
+            f = self.first(v, seeds)
+            ok = [x for x in seeds if f[x] is not None and base[x] is not None]
+            where = '' if len(ok) == len(seeds) else f' (seeds {seeds_text(ok)})'
+            cells = [str(f[x]) if f[x] is not None else 'never' for x in seeds]
+            cells.append(pm([f[x] for x in seeds if f[x] is not None], '{:.0f}') + where)
+            cells.append('' if v == 'nanogpt' else
+                         paired_text(compare({x: base[x] for x in ok}, {x: f[x] for x in ok}), '{:.0f}') + where)
+            rows.append(f'| {NAMES.get(v, v)} | ' + ' | '.join(cells) + ' |')
+        return '\n'.join(rows)
+
+    def acc_table(self, variants):
+        """Mean accuracy over needle counts per seed, mean ± std, and paired against the baseline."""
+        seeds = self.s('nanogpt')
+        rows = ['| variant | ' + ' | '.join(f's{x}' for x in seeds) + ' | mean ± std | − nanogpt, paired, 95% '
+                'interval |', '|---' * (len(seeds) + 3) + '|']
+        base = self.ev('nanogpt', 'accuracy')
+        for v in variants:
+            a = self.ev(v, 'accuracy')
+            rows.append(f'| {NAMES.get(v, v)} | ' + ' | '.join(f'{a[x]:.3f}' for x in seeds) + f' | '
+                        f"{pm(a.values(), '{:.3f}')} | "
+                        + ('' if v == 'nanogpt' else interval(compare(base, a), '{:.3f}', p=True)) + ' |')
+        return '\n'.join(rows)
+
+    def measure_table(self, keys, variants):
+        """needle_eval.json's measures (mean over needle counts): the baseline's mean ± std, then each variant
+        minus the baseline, paired."""
+        rows = ['| measure | nanogpt | ' + ' | '.join(f'{NAMES.get(v, v)} − nanogpt' for v in variants) + ' |',
+                '|---' * (len(variants) + 2) + '|']
+        for k in keys:
+            rows.append(f"| {k.replace('_', ' ')} | {pm(self.ev('nanogpt', k).values(), '{:.3f}')} | " + ' | '.join(
+                interval(self.cmp('nanogpt', v, self.ev, key=k)) for v in variants) + ' |')
+        return '\n'.join(rows)
+
+    def curve_table(self, variants, steps, seeds):
+        """Val loss at the given eval steps, mean ± std over the seeds."""
+        rows = ['| step | ' + ' | '.join(map(str, steps)) + ' |', '|---' * (len(steps) + 1) + '|']
+        for v in variants:
+            rows.append(f'| {NAMES.get(v, v)} | ' + ' | '.join(
+                pm(self.val_at(v, step, seeds).values(), '{:.3f}') for step in steps) + ' |')
+        return '\n'.join(rows)
+
+
+def needle_names():
+    nd, nc = Needle(ND, 'nd_'), Needle(NEEDLE)
+    if nd.others or nc.others:  # the page pools every seed of a folder: the claims' rule must allow it
+        raise SystemExit('pages.py: the needle runs are not one homogeneous group: show each group on its own')
+    worst = min(nd.ev('softmax1', 'accuracy').items(), key=lambda xy: xy[1])[0]
+    return dict(nd=nd, nc=nc, S5=nc.s('diff'), S10=nc.s('nanogpt'), V=NEEDLE_VARIANTS, worst=worst,
+                learned=[x for x in nd.s('softmax1') if x != worst], num=num, span=span, pm=pm,
+                seeds_text=seeds_text, k_of_n=k_of_n, interval=interval, noise=noise, both=both,
+                paired_text=paired_text, p_text=p_text, compare=compare, report=report, statistics=statistics, NAMES=NAMES,
+                LEARNED=LEARNED, stats=__import__('scipy').stats)
+
+
 # ----------------------------------------------------------------------------- the pages
 
-PAGES = {'results/sink_cpu.md': sink_names}
+PAGES = {'results/sink_cpu.md': sink_names, 'results/needle_cpu.md': needle_names}
 
 
 def render(page):

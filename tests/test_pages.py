@@ -66,6 +66,43 @@ def test_a_changed_run_file_changes_the_render(tmp_path, monkeypatch):
     assert '| 0.10 / ' in after and '| 0.10 / ' not in before.split('## The other group')[0]
 
 
+def test_a_changed_needle_eval_changes_the_render(tmp_path, monkeypatch):
+    """needle_cpu.md reads needle_eval.json: one seed's accuracy at one needle count changed changes that seed's cell
+    of the accuracy table (the mean over needle counts) and nothing is left as it was typed."""
+    for folder in (pages.ND,) + pages.NEEDLE:
+        shutil.copytree(os.path.join(ROOT, folder), tmp_path / folder)
+    nd = pages.Needle(pages.ND, 'nd_')
+    old = nd.ev('nanogpt', 'accuracy')[1]
+    path = tmp_path / pages.ND / 'nd_nanogpt_2L_s1' / 'needle_eval.json'
+    e = json.loads(path.read_text())
+    e['by_needles']['1']['accuracy'] -= 0.6  # the mean over the counts falls by 0.6 / their number
+    path.write_text(json.dumps(e))
+    monkeypatch.setattr(claims, 'HERE', str(tmp_path))
+    try:
+        after = pages.render('results/needle_cpu.md')
+    finally:
+        claims._RUNS.clear()
+    new = old - 0.6 / len(e['by_needles'])
+    assert f'| nanogpt | {new:.3f} |' in after and f'| nanogpt | {old:.3f} |' not in after
+
+
+# Decimals and percentages a template may type outside its expressions and code: other papers' numbers and the
+# thresholds that define a measure, never a result of this repository's runs (those are expressions)
+TYPED = {'0.1', '0.3', '1.000', '3.1', '3.3%', '4.8%', '46.7%', '65%', '95%', '−90%', '20%', '24.6B',
+         '100%', '2.13.0'}
+
+
+@pytest.mark.parametrize('page', list(pages.PAGES))
+def test_no_result_is_typed_in_a_template(page):
+    """Outside {{ expressions }}, code blocks and `code`, a template types no decimal or percentage but TYPED's:
+    a number from runs typed into the prose would not follow the runs."""
+    text = pages.template(page)
+    for pattern in (r'\{\{.+?\}\}', r'```.*?```', r'`[^`\n]*`'):
+        text = re.sub(pattern, '', text, flags=re.S)
+    typed = set(re.findall(r'(?<![\w.])[−-]?\d+(?:\.\d+)+[%BMK]?|(?<![\w.])[−-]?\d+(?:\.\d+)?%', text))
+    assert typed <= TYPED, f'{page}: typed numbers {sorted(typed - TYPED)}: render them from the runs'
+
+
 def test_template_error_names_its_line():
     """An expression that fails names its line in the template and the expression, not a bare traceback."""
     with pytest.raises(SystemExit, match=r'line 2 of the template, \{\{ nope \}\}'):
