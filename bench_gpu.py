@@ -1,6 +1,8 @@
 """
 The GPU check: one command, the first thing to run on a machine with a GPU. It fits a short loan of one.
 
+$ bash loan.sh run --budget 540 --out DIR                # a loan's first command: the queue below, from a clean
+                                                         # checkout of the commit `bash loan.sh pack` carried
 $ python bench_gpu.py --next --budget 540 --out DIR      # the GPU queue (gpu_queue.py): the jobs results/ waits on
 $ python bench_gpu.py --budget 540 --out DIR             # the check: results.json and results.md in DIR
 $ python bench_gpu.py --dry-run [--next] --out DIR       # the same code on the CPU with tiny settings (a test runs it)
@@ -19,6 +21,8 @@ The steps (results/bench_gpu.md says what each measures and why):
   floor        the seed's 3-layer step counted on this device: FLOPs, and the bytes its eager kernels read and
                write (a dispatch mode sums every op's inputs and outputs); the floor is the larger of FLOPs / rate
                and bytes / bandwidth, for a training step and for an eval forward
+  smoke        a capture and replay of one tiny model a family of attention (SMOKE): the sanity's minute
+  eval_smoke   the eval step on 20 batches a split: the grouped evaluation's equal loss, the sanity's part of it
   graph_tests  tests/test_cuda.py's CUDA graph and reduce-overhead tests: is the graphed step right?
   alone        one 3-layer run alone (the seed's schedule: bf16, dropout 0.2): eager, compiled, graphed, graphed +
                compiled; ms/step, tokens/s, MFU against the FLOP rate, and the floor over the step time
@@ -34,21 +38,28 @@ import json
 import os
 import re
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
 import tarfile
 import time
 
+import gpu_queue
 from gpu_queue import SEED5
 from output import write_json, write_text
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 # (step, seconds it needs at least, seconds it may take at most), most important first
-STEPS = [('env', 10, 60), ('floor', 10, 60), ('graph_tests', 60, 300), ('alone', 60, 200), ('eval', 30, 120),
-         ('cuda_tests', 60, 200), ('gpt2_nanogpt', 60, 150), ('gpt2_diff', 60, 150), ('jobs', 90, 240)]
+STEPS = [('env', 10, 60), ('smoke', 20, 45), ('eval_smoke', 15, 40), ('floor', 10, 60), ('graph_tests', 60, 300),
+         ('alone', 60, 200), ('eval', 30, 120), ('cuda_tests', 60, 200), ('gpt2_nanogpt', 60, 150),
+         ('gpt2_diff', 60, 150), ('jobs', 90, 240)]
+# the sanity's smoke: tests/test_cuda.py's capture-and-replay test (train steps, the grouped eval forward) on one
+# model of each family of attention a sweep runs: the four attentions, and the masking bugs' naive path of each of
+# softmax, diff and cosine (test_bench_gpu checks that these cover every family of the sweep models)
+SMOKE = ('nanogpt', 'diff', 'needle_diffv2', 'norm_sym', 'nanogpt+zero_future', 'diff+time_norm',
+         'norm_sym+zero_future')
+CAPTURE_TEST = 'tests/test_cuda.py::test_cuda_graph_captures_every_sweep_model_and_replays_its_eager_steps'
 
 # the seed's 3-layer model and schedule (configs/base_shakespeare_char.py, ablate.sh PROFILE=full)
 SEED_3L = dict(n_layer=3, n_head=8, n_embd=256, block_size=256, batch_size=32, vocab_size=65, bias=False, dropout=0.2)
@@ -72,6 +83,10 @@ def main(argv=None):
     ap.add_argument('--steps', nargs='+', choices=[s for s, _, _ in STEPS], help='only these steps (default all)')
     ap.add_argument('--scratch', default=None, help='where runs go (default: a folder under /tmp, removed after)')
     ap.add_argument('--step', help=argparse.SUPPRESS)  # internal: run one step in this process
+    ap.add_argument('--queue-table', action='store_true', help="print the queue's table for results/bench_gpu.md")
+    if '--queue-table' in (sys.argv[1:] if argv is None else argv):
+        print(queue_table())
+        return 0
     args = ap.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
     if args.step:
@@ -87,14 +102,19 @@ def main(argv=None):
     try:
         for name, need, cap in plan:
             left = args.budget - (time.monotonic() - t0) - 5  # 5 s kept for the last write
-            if left < need:
-                results['steps'][name] = dict(status='skipped', why=f"{left:.0f} s left, it needs {need} s")
-            else:
-                results['steps'][name] = run_child(args, name, scratch, min(cap, left), results)
-            results['elapsed_s'] = round(time.monotonic() - t0, 1)
-            write_json(path, results)
-            write_text(os.path.join(args.out, 'results.md'), render(results))
+            try:
+                if left < need:
+                    results['steps'][name] = dict(status='skipped', why=f"{left:.0f} s left, it needs {need} s")
+                else:
+                    results['steps'][name] = run_child(args, name, scratch, min(cap, left), results)
+            finally:  # also when stopped: what it measured so far
+                results['elapsed_s'] = round(time.monotonic() - t0, 1)
+                write_json(path, results)
+                write_text(os.path.join(args.out, 'results.md'), render(results))
             print(f"[{results['elapsed_s']:6.1f} s] {name}: {summary_line(results['steps'][name])}", flush=True)
+    except SystemExit as e:  # a SIGTERM or SIGINT: the step and everything it started have ended
+        print(f"bench_gpu.py: stopped during {name}; results.json has every step before it", flush=True)
+        return e.code
     finally:
         if not args.scratch:
             shutil.rmtree(scratch, ignore_errors=True)
@@ -120,16 +140,15 @@ def run_child(args, name, scratch, limit, results):
         log.write(f"\n===== {name} (limit {limit:.0f} s)\n")
         log.flush()
         p = subprocess.Popen(cmd, cwd=HERE, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        # the step and everything it started: at its limit, or when this check is stopped (SIGTERM, SIGINT), a TERM
+        # (train.py saves and stops; a queue job stops its launches within gpu_queue.GRACE), then a KILL
         try:
-            rc = p.wait(timeout=limit)
-        except subprocess.TimeoutExpired:
-            os.killpg(p.pid, signal.SIGTERM)  # the step and everything it started (train.py saves and stops)
-            try:
-                p.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
-            rc = None
+            stopped = gpu_queue.wait_all([p], time.monotonic() + limit, grace=gpu_queue.GRACE + 5)
+        except SystemExit:
+            results['steps'][name] = dict(status='stopped', why='the check was stopped (SIGTERM or SIGINT)',
+                                          seconds=round(time.monotonic() - t, 1))
+            raise
+        rc = None if stopped else p.returncode
     out = json.load(open(part)) if os.path.exists(part) else {}
     out['seconds'] = round(time.monotonic() - t, 1)
     if rc is None:
@@ -339,9 +358,9 @@ def seed_model(variant, depth, tiny=False):
 
 
 def pytest_step(ctx, select):
-    """tests/test_cuda.py's selected tests, each test's outcome saved as it ends (a step stopped at its limit keeps
-    what finished)."""
-    cmd = [sys.executable, '-m', 'pytest', '-v', '-p', 'no:cacheprovider', 'tests/test_cuda.py', *select]
+    """tests/test_cuda.py's tests that select names (a -k expression after the file, or node ids), each test's outcome
+    saved as it ends (a step stopped at its limit keeps what finished)."""
+    cmd = [sys.executable, '-m', 'pytest', '-v', '-p', 'no:cacheprovider', *select]
     if ctx.dry:
         cmd.append('--collect-only')
     passed, failed, skipped, summary = [], [], [], ''
@@ -360,12 +379,16 @@ def pytest_step(ctx, select):
              status='ok' if rc in (0, 5) and not failed else 'failed')
 
 
+def step_smoke(ctx):
+    pytest_step(ctx, [f'{CAPTURE_TEST}[{name}]' for name in SMOKE])
+
+
 def step_graph_tests(ctx):
-    pytest_step(ctx, ['-k', 'cuda_graph or reduce_overhead'])
+    pytest_step(ctx, ['tests/test_cuda.py', '-k', 'cuda_graph or reduce_overhead'])
 
 
 def step_cuda_tests(ctx):
-    pytest_step(ctx, ['-k', 'not (cuda_graph or reduce_overhead)'])
+    pytest_step(ctx, ['tests/test_cuda.py', '-k', 'not (cuda_graph or reduce_overhead)'])
 
 
 def windows(out):
@@ -409,8 +432,12 @@ def step_alone(ctx):
         ctx.save(status='failed')
 
 
-def step_eval(ctx):
-    """One evaluation of the seed's schedule (eval_iters=200 a split, the seed's 3-layer model, bf16) through
+def step_eval_smoke(ctx):
+    step_eval(ctx, iters=20)
+
+
+def step_eval(ctx, iters=200):
+    """One evaluation of the seed's schedule (eval_iters=200 a split, or iters; the seed's 3-layer model, bf16) through
     train.py's estimate_loss, one batch a forward (eval_group=1) and eval_group's auto, eager and graphed (CUDA):
     seconds, ms a batch, and the losses, which must agree to rounding (a benchmark of the trainer's evaluation). On a
     CPU (without --dry-run): 12 batches a split in fp32, one a forward and four."""
@@ -421,7 +448,7 @@ def step_eval(ctx):
     from cuda_graph import CudaGraphs
     from model import GPT, GPTConfig
     dev = 'cpu' if ctx.dry else device()
-    args = ['configs/nanogpt_3L.py', '--dropout=0.2', f'--device={dev}', '--eval_iters=200']
+    args = ['configs/nanogpt_3L.py', '--dropout=0.2', f'--device={dev}', f'--eval_iters={iters}']
     # the dry run: tiny; a CPU: 12 batches a split, about a minute on 2 cores
     cfg = config.parse_config(args + (TINY_ARGS + ['--eval_iters=6'] if ctx.dry else
                                       ['--eval_iters=12', '--dtype=float32'] if dev == 'cpu' else []))
@@ -514,9 +541,16 @@ def step_queue(ctx):
         jobs = [j for j in gpu_queue.QUEUE if j.name in ctx.args.job]  # named: run it even if results/ holds it
     done = []
     ctx.save(queue=done)
+    # a failed sanity stops the queue: runs on a broken path are worthless (one committed for this code, or this call's)
+    gate = gpu_queue.QUEUE[0]
+    held = gpu_queue.checked(gate)
+    broken = f"sanity failed at this code ({held[len('failed: '):]}): a person looks first" \
+        if held and held.startswith('failed') else None
     for job in jobs:
         left = until - time.time()
-        if left < (30 if ctx.dry else job.estimate_s):
+        if broken:
+            done.append(dict(job=job.name, status='skipped', estimate_s=job.estimate_s, why=broken))
+        elif left < (30 if ctx.dry else job.estimate_s):
             done.append(dict(job=job.name, status='skipped', estimate_s=job.estimate_s,
                              why=f"{left:.0f} s left, its estimate is {job.estimate_s} s"))
         else:
@@ -528,6 +562,8 @@ def step_queue(ctx):
                                           check_steps=('env',) if ctx.dry else None,
                                           cut_after=ctx.args.cut_after, extra=DRY_SCHEDULE if ctx.dry else (),
                                           shrink=shrink if ctx.dry else None))
+            if job.name == gate.name and done[-1]['status'] != 'done':
+                broken = f"sanity {done[-1]['status']} in this call ({done[-1].get('steps')}): see its log"
         ctx.save(queue=done)
         write_json(os.path.join(ctx.args.out, 'queue.json'), dict(env=ctx.env, jobs=done))
     ctx.save(status='ok' if all(j['status'] in ('done', 'skipped', 'cut') for j in done) else 'failed')
@@ -535,28 +571,49 @@ def step_queue(ctx):
 
 # the dry run of a queue job: two steps a run, tiny, on the CPU (records of the sink's 128 tokens keep their length)
 DRY_SCHEDULE = ('--max_iters=2', '--lr_decay_iters=2', '--eval_interval=2', '--warmup_iters=1', '--n_embd=32',
-                '--n_head=2', '--batch_size=4', '--eval_iters=1', '--device=cpu', '--dtype=float32', '--compile=False',
-                '--cuda_graph=False')
+                '--n_head=2', '--batch_size=4', '--eval_iters=1', '--device=cpu', '--dtype=float32', '--compile=False')
 
 
 def shrink(launch):
-    """A queue launch as the dry run runs it: its first seed and first variant."""
-    import gpu_queue
+    """A queue launch as the dry run runs it: its first seed and first variant, on the CPU. The queue's first graphed
+    launch keeps --cuda_graph=True, the stand-in for a capture that fails: train.py refuses it on a CPU, and the job's
+    eager retry runs (gpu_queue.run_job), as it would after a failed capture on a GPU (the others run eagerly at
+    once: each refusal costs a launch's start)."""
     env = dict(launch.env)
     env.update(SEEDS=env['SEEDS'].split()[0], VARIANTS=env['VARIANTS'].split()[0], JOBS='1')
     if 'DEPTHS' in env:
         env['DEPTHS'] = env['DEPTHS'].split()[0]
+    first = next(lc for job in gpu_queue.QUEUE for lc in job.launches if '--cuda_graph=True' in lc.args)
+    graphed = launch == first
     return gpu_queue.Launch(launch.sweep, tuple(env.items()), tuple(a for a in launch.args if not a.startswith(
-        ('--device', '--cuda_graph', '--compile'))))
+        ('--device', '--cuda_graph', '--compile'))) + (('--cuda_graph=True',) if graphed else ()))
+
+
+# what a dry run cannot show, said in its results.md: it runs the code, never the GPU's part of it
+ONLY_A_GPU = ("This is a dry run on the CPU: it ran the code of every step, the packing of finished runs, a job cut at "
+              "its budget, collect's refusals and the eager retry after a refused capture (the stand-in for a failed "
+              "one). Only a GPU shows: that CUDA graphs capture and replay each model, every time and speed, the "
+              "estimates of the queue's jobs, several runs at once on one device, and the 124M step's memory.")
 
 
 # -----------------------------------------------------------------------------------------------------------
-# results.md
+# results.md, and the queue's table of results/bench_gpu.md
+
+def queue_table():
+    """The queue as results/bench_gpu.md shows it, from gpu_queue.QUEUE: each job, its runs (or a check's steps), its
+    estimate and what it moves (test_bench_gpu checks that the page has it as the code renders it)."""
+    lines = ['| job | runs | estimate s | what it moves |', '|---|---|---|---|']
+    for job in gpu_queue.QUEUE:
+        runs = f"check: {', '.join(job.steps)}" if job.steps else \
+            str(sum(len(gpu_queue.runs_of(lc, 'results')) for lc in job.launches))
+        lines.append(f"| `{job.name}` | {runs} | {job.estimate_s} | {job.why} |")
+    return '\n'.join(lines)
+
 
 def render(res):
     s, lines = res['steps'], []
     env = s.get('env', {})
-    lines += [f"# GPU check ({res['mode']})", '',
+    lines += [f"# GPU check ({res['mode']})", '', *([ONLY_A_GPU, ''] if res['mode'].startswith('dry-run') else []),
               f"{env.get('gpu') or env.get('device', '?')}, torch {env.get('torch')}, CUDA {env.get('cuda')}, "
               f"commit {env.get('commit')}{' (dirty)' if env.get('dirty') else ''}; started {res['started']}, "
               f"budget {res['budget_s']:.0f} s, {res.get('elapsed_s', 0)} s used.", '']

@@ -1,15 +1,17 @@
 """
 The GPU queue: the runs that results/ waits on, as jobs sized to one call of a short GPU loan, in the order they move
-a verdict. Whenever a GPU is lent, the first command on it is
+a verdict. Whenever a GPU is lent, the first command on it is (after `bash loan.sh pack` on the checkout: the commit,
+carried in .loan/)
 
-    python bench_gpu.py --next --budget 540 --out DIR
+    bash loan.sh run --budget 540 --out DIR   # a clean checkout of that commit: python bench_gpu.py --next there
 
 which runs every job below, in order, whose runs results/ does not yet hold, while the job's estimate fits the
 budget left. Each run's small files are packed into DIR/runs.tar.gz the moment it finishes (one file: a loan brings
 back at most 8 files from at most 2 folders down), so a job cut at the budget still brings back every finished run,
 and DIR/queue.json lists what did not finish. Back on a checkout of the same commit:
 
-    python gpu_queue.py collect DIR     # DIR/runs.tar.gz into results/ (never over a different run), report.py each
+    python gpu_queue.py collect DIR     # DIR/runs.tar.gz into results/ (never over a different run, never a run
+                                        # without a commit, from a dirty tree, off CUDA or of other sweep settings)
     python gpu_queue.py list            # the queue: each job, its estimate, and how many of its runs results/ holds
 
 A job is a list of ablate.sh launches started together (each its own sweep folder, SWEEP=<name>); a run counts as
@@ -105,25 +107,40 @@ def zero_future_full():
     return (Launch('shakespeare_full_leak_zero_future', env, GRAPHED),)
 
 
-def seed_pipeline(seed):
+def seed_pipeline(seed, variants):
     """The seed author's loop as far as it is published (PROFILE=seed_pipeline: 35,000 steps, constant lr 3e-4,
-    dropout 0.1, plain Adam), the seed's five at 3 layers, one seed."""
+    dropout 0.1, plain Adam), some of the seed's five at 3 layers (all at once), one seed."""
     return (Launch('shakespeare_seed_pipeline', (('PROFILE', 'seed_pipeline'), ('SEEDS', str(seed)), ('DEPTHS', '3L'),
-                                                 ('VARIANTS', SEED5), ('JOBS', '5')), GRAPHED),)
+                                                 ('VARIANTS', variants), ('JOBS', str(len(variants.split())))),
+                   GRAPHED),)
+
+
+# seed_pipeline's parts, each one call: the seed's five in pairs and one alone
+PIPELINE_PARTS = (('a', 'nanogpt diff'), ('b', 'sym diff_sym'), ('c', 'norm_sym'))
+
+
+def seed2_8L():
+    """The second seed of the seed's table at 8 layers (PROFILE=full), for the four that lack it: results/
+    shakespeare_full holds nanogpt_8L_s2 (H100, c68a3df), so seed 2 then stands at every depth for all five."""
+    return (Launch('shakespeare_full', (('PROFILE', 'full'), ('SEEDS', '2'), ('DEPTHS', '8L'),
+                                        ('VARIANTS', 'diff sym diff_sym norm_sym'), ('JOBS', '4')), GRAPHED),)
 
 
 # Estimates, wall seconds of the whole job. Measured on one H200 at 6cb9fa0 (results/gpu_check/2026-11-27_h200_6cb9fa0):
 # the leak cells 261 s (81 runs of 500 steps, 18 at a time), the sink 193 s (60 runs of 1000 2-layer steps, 10 at a
 # time, each analysed), seed 3 at 3L 143 s (5 runs of 5000 steps at once: 71-126 s each). The rest scaled from
 # those: 6L moves about 1.9x the bytes of 3L and 8L 2.6x (results/bench_gpu.md), and seed_pipeline is 7x the
-# steps of the full schedule with a fifteenth of its eval batches. An H100's memory is 0.7x as fast: the margins.
+# steps of the full schedule with 6,000 eval batches to its 8,400 (15 evaluations of 400 batches against 21). An
+# H100's memory is 0.7x as fast: the margins.
 QUEUE = (
-    # the current code's sanity, first: its CUDA graph tests (every model a sweep runs captured and replayed against
-    # its eager steps, tests/test_cuda.py) and one evaluation of the seed's schedule one batch a forward and grouped.
-    # Basis: the graph tests took 118 s (H200, 09c4cb4) before the 44 capture tests (in-process, about a second
-    # each, unmeasured); the job may take 1.25x its estimate, 375 s: env, the graph tests' 300 s at most, and eval
-    Job('sanity', "the code every job runs: its CUDA graph tests and the grouped evaluation's equal loss", 300, (),
-        ('env', 'graph_tests', 'eval')),
+    # the current code's sanity, first, in about a minute: one capture-and-replay smoke a family of attention
+    # (bench_gpu.SMOKE: softmax, diff, diffv2, cosine, and the masking bugs' naive path) on a tiny model, and the
+    # grouped evaluation's equal loss on 20 batches a split of the seed's model. A failed sanity stops the queue (runs
+    # on a broken path are worthless). Basis: env 5-8 s (H200, 2026-11-26/27); the smokes, about a second each in
+    # one pytest process after its start and CUDA's, unmeasured; the evaluation's start, unmeasured. It may take
+    # 1.25x its estimate (94 s), each step within its cap (bench_gpu.STEPS)
+    Job('sanity', "the code every job runs: a capture and replay a family of attention, and the grouped evaluation's "
+        "equal loss", 75, (), ('env', 'smoke', 'eval_smoke')),
     Job('leak_cells_dropout0.2', "rows 2-4 under the masking bugs at the seed's dropout, one rule and format, 3 seeds",
         300, leak_cells()),
     Job('sink_10_seeds', "rows 5-6's per-seed statements (does softmax-1 / the gate empty the sink in k of n seeds)",
@@ -131,12 +148,25 @@ QUEUE = (
     Job('seed3_full_3L', "rows 1-4 at the seed's schedule: a third seed, 3 layers", 200, seed3('3L')),
     Job('seed3_full_6L', "rows 1-4 at the seed's schedule: a third seed, 6 layers", 300, seed3('6L')),
     Job('seed3_full_8L', "rows 1-4 at the seed's schedule: a third seed, 8 layers", 400, seed3('8L')),
+    # four 8-layer runs at once: seed3_full_8L's five in 400 s, less one
+    Job('seed2_full_8L', "rows 1-4 at the seed's schedule: a second seed at 8 layers for the four that lack it", 330,
+        seed2_8L()),
+    # the full capture suite, after the jobs the sanity gates: every model a sweep runs captured and replayed against
+    # its eager steps (tests/test_cuda.py's graph tests) and the evaluation at the seed's 200 batches a split. Basis:
+    # the graph tests took 118 s (H200, 09c4cb4) before the 44 capture tests (about a second each, unmeasured); it
+    # may take 1.25x its estimate, 375 s: env, the graph tests' 300 s at most, and eval
+    Job('capture_suite', "every model a sweep runs captured and replayed, and the full grouped evaluation", 300, (),
+        ('env', 'graph_tests', 'eval')),
     Job('zero_future_full_3L', "rows 2-4 under zero_future at the seed's schedule, 3 layers, 3 seeds", 450,
         zero_future_full()),
-    Job('seed_pipeline_s1', "the seed's losses as losses on trained-on text (the author's loop), seed 1", 500,
-        seed_pipeline(1)),
-    Job('seed_pipeline_s2', "the seed's losses as losses on trained-on text (the author's loop), seed 2", 500,
-        seed_pipeline(2)),
+    # the seed author's loop in parts of one call each: 35,000 graphed 3-layer steps a run. Basis: seed3_full_3L's
+    # five runs at once took 143 s (H200), about 110 s of it the steps and evaluations (30 s the start), so 22 s a
+    # run of 5000 steps and 8,400 eval batches, 61% of it steps (the floor's split): a 35,000-step run with 6,000
+    # eval batches is 7 x 13.4 + 6 = 100 s of the GPU at that rate. Two at once 200 s, one 100 s; at an H100's 0.7x
+    # and with the start, 316 and 173 s. Every part fits the ~490 s a call leaves
+    *(Job(f'seed_pipeline_s{seed}{part}', f"the seed's losses as losses on trained-on text (the author's loop), seed "
+          f"{seed}: {variants}", 330 if ' ' in variants else 190, seed_pipeline(seed, variants))
+      for seed in (1, 2) for part, variants in PIPELINE_PARTS),
     # the seed's five runs one at a time against five at once, graphed, at the seed's evaluation density: which way
     # its 45-run table runs faster (five compiled 600-step runs at once, not one at a time, were measured before)
     Job('jobs_at_once', "the 45-run table's wall time: JOBS=1 against JOBS=5 for the seed's five 3-layer runs", 240,
@@ -289,17 +319,68 @@ def launch_all(launches, runs_dir, python, extra, log):
     return procs
 
 
-def wait_all(procs, deadline, cut=lambda: False):
-    """Wait for every process; at the deadline (or when cut() says so) SIGTERM each one's group, whose runs save a
-    checkpoint and stop, and wait for them. True if they were stopped."""
-    stopped = False
-    while any(p.poll() is None for p in procs):
-        if not stopped and (time.monotonic() > deadline or cut()):
-            for p in procs:
-                if p.poll() is None:
-                    os.killpg(p.pid, signal.SIGTERM)
-            stopped = True
-        time.sleep(0.5)
+# seconds a stopped launch has to save its runs and end (ablate.sh's STOP_GRACE, 20, and a margin) before it and
+# everything it started are killed
+GRACE = 25
+
+
+def descendants(pids):
+    """Every process under pids now (ps -A: Linux and macOS), pids left out."""
+    table = subprocess.run(['ps', '-A', '-o', 'pid=', '-o', 'ppid='], capture_output=True, text=True).stdout.split()
+    children = {}
+    for child, ppid in zip(map(int, table[0::2]), map(int, table[1::2])):
+        children.setdefault(ppid, []).append(child)
+    out, todo = set(), list(pids)
+    while todo:
+        for c in children.get(todo.pop(), []):
+            if c not in out:
+                out.add(c)
+                todo.append(c)
+    return out - set(pids)
+
+
+def kill_all(procs, more=()):
+    """SIGKILL to each process's group and to the processes in more (a process that left its group, a step of a
+    nested check in a session of its own): nothing of them is left."""
+    for p in procs:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    for pid in more:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def wait_all(procs, deadline, cut=lambda: False, grace=GRACE):
+    """Wait for every process (each the leader of its own group); at the deadline, when cut() says so, or on a
+    SIGTERM or SIGINT to this process, SIGTERM each one's group, whose runs save a checkpoint and stop, and `grace`
+    seconds later SIGKILL whatever is left of them and of everything they started, so that no process outlives the
+    call. True if they were stopped. A signal ends the call with SystemExit(128 + its number) once they are gone."""
+    stopped, signalled, kill_at, tree = False, [], None, set()
+    handlers = {}
+    if threading.current_thread() is threading.main_thread():
+        for s in (signal.SIGTERM, signal.SIGINT):
+            handlers[s] = signal.signal(s, lambda n, _: signalled.append(n))
+    try:
+        while any(p.poll() is None for p in procs):
+            if not stopped and (time.monotonic() > deadline or cut() or signalled):
+                tree = descendants([p.pid for p in procs])  # while every parent lives
+                for p in procs:
+                    if p.poll() is None:
+                        os.killpg(p.pid, signal.SIGTERM)
+                stopped, kill_at = True, time.monotonic() + grace
+            if kill_at and time.monotonic() > kill_at:
+                kill_all(procs, tree | descendants([p.pid for p in procs]))
+            time.sleep(0.2)
+        kill_all(procs, tree)  # what a launch left behind when it ended (its group), or a run orphaned by the stop
+    finally:
+        for s, h in handlers.items():
+            signal.signal(s, h)
+    if signalled:
+        raise SystemExit(128 + signalled[0])
     return stopped
 
 
@@ -383,10 +464,46 @@ def run_check(job, out, deadline, python, scratch, check_args=(), steps=()):
 
 # ----------------------------------------------------------------------------- back on a checkout
 
-def collect(out, results=RESULTS, report=True):
+def refusal(src, sweep, results, waive=()):
+    """Why a run (or a check's folder) brought back must not join results/, or None: no commit recorded, a tree with
+    uncommitted changes, a device other than CUDA, or a sweep whose settings differ from those of the folder it
+    would join. waive: kinds of reason a rehearsal on a CPU lets pass ('commit', 'dirty', 'device')."""
+    try:
+        if sweep == 'gpu_check':
+            with open(os.path.join(src, 'results.json')) as f:
+                env = json.load(f).get('steps', {}).get('env', {})
+            code, device = dict(commit=env.get('commit'), dirty=env.get('dirty')), env.get('device')
+        else:
+            with open(os.path.join(src, 'summary.json')) as f:
+                summary = json.load(f)
+            code, device = summary.get('code') or {}, summary.get('device')
+    except (OSError, ValueError) as e:
+        return f"its record is unreadable ({e})"
+    commit = code.get('commit')
+    reasons = dict(
+        commit=None if commit else "no commit recorded (the tree ran without its .git: start a loan with loan.sh, "
+                                   "which carries it)",
+        dirty=None if not commit or code.get('dirty') is False else
+        f"ran from a tree with uncommitted changes at {commit[:7]} (loan.sh refuses one)",
+        device=None if str(device).startswith('cuda') else f"ran on {device}, not a CUDA device (a dry run or a CPU "
+                                                           f"fallback)")
+    ours, theirs = (os.path.join(os.path.dirname(src), 'sweep_settings'),
+                    os.path.join(results, sweep, 'sweep_settings'))
+    if sweep != 'gpu_check' and os.path.exists(ours) and os.path.exists(theirs):
+        a, b = (open(f).read().split('\n') for f in (ours, theirs))
+        if sorted(filter(None, a)) != sorted(filter(None, b)):
+            reasons['settings'] = (f"its sweep's settings differ from {theirs}'s (this run: "
+                                   f"{' '.join(sorted(set(a) - set(b) - {''})) or 'none'}; the folder: "
+                                   f"{' '.join(sorted(set(b) - set(a) - {''})) or 'none'}): collect it into a sweep of "
+                                   f"its own (rename its folder under the download)")
+    return '; '.join(r for k, r in reasons.items() if r and k not in waive) or None
+
+
+def collect(out, results=RESULTS, report=True, waive=()):
     """The runs of out/runs.tar.gz (or of out/results/<sweep>/<run>/) into results/: a run results/ lacks is copied;
-    one it holds with the same files is left; one it holds with other files is refused (a run is never overwritten).
-    Then report.py on each sweep."""
+    one it holds with the same files is left; one it holds with other files is refused (a run is never overwritten);
+    one that refusal() finds wrong (no commit, a dirty tree, not CUDA, other sweep settings) is refused, named with its
+    reason. Then report.py on each sweep. Returns (copied, same, refused: [(run, reason)])."""
     tar = os.path.join(out, Packer.TAR)
     if os.path.exists(tar):  # what a GPU call brought back: unpacked beside it, once
         unpacked = os.path.join(out, 'unpacked')
@@ -397,11 +514,15 @@ def collect(out, results=RESULTS, report=True):
         out = unpacked
     src_root = os.path.join(out, 'results')
     sweeps = sorted(os.listdir(src_root)) if os.path.isdir(src_root) else []
-    copied, same = [], []
+    copied, same, refused = [], [], []
     for sweep in sweeps:
         for run in sorted(os.listdir(os.path.join(src_root, sweep))):
             src, dst = os.path.join(src_root, sweep, run), os.path.join(results, sweep, run)
             if not os.path.isdir(src):
+                continue
+            why = refusal(src, sweep, results, waive)
+            if why:
+                refused.append((f'{sweep}/{run}', why))
                 continue
             files = sorted(f for f in os.listdir(src) if f in SMALL + CHECK)
             held = 'results.json' if sweep == 'gpu_check' else 'summary.json'
@@ -417,13 +538,14 @@ def collect(out, results=RESULTS, report=True):
                 shutil.copyfile(os.path.join(src, f), os.path.join(dst, f))
             copied.append(f'{sweep}/{run}')
         settings = os.path.join(src_root, sweep, 'sweep_settings')
-        if os.path.exists(settings) and not os.path.exists(os.path.join(results, sweep, 'sweep_settings')):
+        if os.path.exists(settings) and os.path.isdir(os.path.join(results, sweep)) and \
+                not os.path.exists(os.path.join(results, sweep, 'sweep_settings')):
             shutil.copyfile(settings, os.path.join(results, sweep, 'sweep_settings'))
     if report:
-        for sweep in sweeps:
+        for sweep in sorted({r.split('/')[0] for r in copied}):
             if sweep != 'gpu_check':  # a check's results.md is its own report
                 subprocess.run([sys.executable, 'report.py', os.path.join(results, sweep)], cwd=HERE, check=True)
-    return copied, same
+    return copied, same, refused
 
 
 def main(argv):
@@ -435,11 +557,13 @@ def main(argv):
             print(f"{job.name:24s} {held}, about {job.estimate_s:4d} s: {job.why}")
         return 0
     if argv[:1] == ['collect'] and len(argv) == 2:
-        copied, same = collect(argv[1])
+        copied, same, refused = collect(argv[1])
         print(f"collected {len(copied)} run(s) into results/ ({len(same)} already there, unchanged)")
         for r in copied:
             print(f"  {r}")
-        return 0
+        for r, why in refused:
+            print(f"refused {r}: {why}", file=sys.stderr)
+        return 1 if refused else 0
     print(__doc__.strip(), file=sys.stderr)
     return 2
 

@@ -300,6 +300,16 @@ def alive_pids(pids):
     return out
 
 
+def kill_left(proc, pids):
+    """A test's clean-up, whatever its assertions found: proc and the pids it recorded, killed."""
+    proc.kill()
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 def test_an_interrupted_sweep_leaves_no_process_behind(tmp_path):
     """A run that does not stop on the sweep's TERM (here: it ignores TERM, and has a child of its own) is killed
     STOP_GRACE seconds after the stop, with everything it started: no process of the sweep outlives ablate.sh (before,
@@ -329,12 +339,7 @@ def test_an_interrupted_sweep_leaves_no_process_behind(tmp_path):
         for s in (1, 2):  # stopped, not failed: a re-launch resumes it
             assert not (tmp_path / 't' / f'nanogpt_3L_s{s}' / 'FAILED').exists()
     finally:
-        p.kill()
-        for pid in started:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        kill_left(p, started)
 
 
 def test_ablate_stops_within_seconds_inside_an_evaluation(tmp_path):

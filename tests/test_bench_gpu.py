@@ -2,6 +2,8 @@
 cannot waste a GPU loan; the steps that need CUDA say so instead of failing."""
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import tarfile
@@ -14,6 +16,7 @@ sys.path.insert(0, ROOT)
 import bench_gpu  # noqa: E402
 import gpu_queue  # noqa: E402
 import dataset  # noqa: E402
+from test_ablate import alive_pids, kill_left  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures('one_thread')  # conftest.py: torch on one thread, here and in subprocesses
 
@@ -62,6 +65,11 @@ def test_the_queue_dry_run_runs_every_job_and_packs_its_runs_into_one_file(tmp_p
     q = res['steps']['queue']['queue']
     assert [j['job'] for j in q] == [j.name for j in gpu_queue.pending()] and all(j['status'] == 'done' for j in q), q
     assert all(j['finished'] and not j['unfinished'] for j in q)
+    # the stand-in for a failed capture: the queue's first graphed launch is refused its graph on the CPU, and its
+    # runs come back from the eager retry
+    assert q[1]['job'] == 'leak_cells_dropout0.2' and q[1]['retried_eagerly'], q[1]
+    assert not any(j['retried_eagerly'] for j in q[2:]), q
+    assert bench_gpu.ONLY_A_GPU in (tmp_path / 'results.md').read_text()  # and it says what only a GPU can show
     files = sorted(os.listdir(tmp_path))
     assert files == ['log.txt', 'queue.json', 'results.json', 'results.md', 'runs.tar.gz'], files
     with tarfile.open(tmp_path / 'runs.tar.gz') as tf:
@@ -70,6 +78,12 @@ def test_the_queue_dry_run_runs_every_job_and_packs_its_runs_into_one_file(tmp_p
     assert sorted(n[len('results/'):-len('/summary.json')] for n in names if n.endswith('/summary.json')) == runs
     assert not any(n.endswith('.pt') for n in names) and 'logs/sink_10_seeds.log' in names
     assert all(f'results/{r}/analysis.json' in names for r in runs if r.startswith('bigram_backcopy_sink_gpu/'))
+    # the outlier job's runs come back analysed, W8A8 beside the weight-only penalties (their outlier curves: every
+    # 100 steps, none in the dry run's 2)
+    pc = [r for r in runs if r.startswith('pycode_outliers_gpu/')]
+    assert pc and all(f'results/{r}/analysis.json' in names for r in pc), runs
+    with tarfile.open(tmp_path / 'runs.tar.gz') as tf:
+        assert 'loss_penalty_w8a8' in json.load(tf.extractfile(f'results/{pc[0]}/analysis.json'))['w8a8']
     # the check jobs (sanity first, gpt2_124M last): each its steps' results.json, results.md and log.txt (the dry
     # run: its env step; test_the_dry_run_exercises_every_step runs the steps)
     checks = [r for j in q for r in j['finished'] if r.startswith('gpu_check/')]
@@ -80,10 +94,18 @@ def test_the_queue_dry_run_runs_every_job_and_packs_its_runs_into_one_file(tmp_p
     assert list(sanity['steps']) == ['env'] and sanity['mode'] == 'dry-run check'
     assert all(s['status'] == 'ok' for s in sanity['steps'].values()), sanity['steps']
     results = tmp_path / 'results_here'
-    copied, same = gpu_queue.collect(str(tmp_path), results=str(results), report=False)
-    assert sorted(copied) == sorted(runs + checks) and same == []
+    # collect refuses every run of a CPU (and a check's folder), naming the reason, and copies nothing
+    copied, same, refused = gpu_queue.collect(str(tmp_path), results=str(results), report=False)
+    assert copied == same == [] and sorted(r for r, _ in refused) == sorted(runs + checks)
+    assert all('ran on cpu, not a CUDA device' in why for _, why in refused), refused
+    assert not results.exists()
+    # a rehearsal that waives the device (and this tree's commit) collects them all, once
+    waive = ('commit', 'dirty', 'device')
+    copied, same, refused = gpu_queue.collect(str(tmp_path), results=str(results), report=False, waive=waive)
+    assert sorted(copied) == sorted(runs + checks) and same == refused == []
     assert not gpu_queue.checked(gpu_queue.QUEUE[0], str(results))  # a dry run's check holds nothing
-    assert gpu_queue.collect(str(tmp_path), results=str(results), report=False) == ([], sorted(runs + checks))
+    assert gpu_queue.collect(str(tmp_path), results=str(results), report=False, waive=waive) == (
+        [], sorted(runs + checks), [])
 
 
 def tiny_job(seeds='1 2'):
@@ -102,23 +124,59 @@ def test_a_job_cut_half_way_brings_back_its_finished_runs_and_the_next_call_runs
     assert rec['finished'] == ['shakespeare_tiny/nanogpt_3L_s1'] and rec['unfinished'] == ['shakespeare_tiny/nanogpt_3L_s2']
     results = tmp_path / 'results'
     assert gpu_queue.missing(job, str(results)) == ['shakespeare_tiny/nanogpt_3L_s1', 'shakespeare_tiny/nanogpt_3L_s2']
-    gpu_queue.collect(str(out), results=str(results), report=False)
+    gpu_queue.collect(str(out), results=str(results), report=False, waive=('commit', 'dirty', 'device'))
     assert gpu_queue.missing(job, str(results)) == ['shakespeare_tiny/nanogpt_3L_s2']  # what the next call runs
     summary = json.load(open(results / 'shakespeare_tiny' / 'nanogpt_3L_s1' / 'summary.json'))
     assert summary['finished'] and summary['config']['seed'] == 1 and summary['machine']['cpu']['threads'] >= 1
 
 
+def brought_back(root, sweep, run, settings='--max_iters=500', **record):
+    """A run as a loan brings it back (or as results/ holds it): summary.json of a clean tree at a commit, on CUDA,
+    changed by record; the sweep's settings."""
+    d = root / sweep / run
+    d.mkdir(parents=True)
+    s = dict(final_val_loss=1.5, code=dict(commit='a' * 40, dirty=False), device='cuda')
+    s.update(record)
+    (d / 'summary.json').write_text(json.dumps(s))
+    (root / sweep / 'sweep_settings').write_text(settings + '\n')
+    return d
+
+
 def test_collect_never_overwrites_a_different_run(tmp_path):
     out, results = tmp_path / 'out', tmp_path / 'results'
-    run = out / 'results' / 'sweep' / 'nanogpt_3L_s1'
-    run.mkdir(parents=True)
-    (run / 'summary.json').write_text('{"final_val_loss": 1.5}')
-    held = results / 'sweep' / 'nanogpt_3L_s1'
-    held.mkdir(parents=True)
-    (held / 'summary.json').write_text('{"final_val_loss": 1.6}')
+    brought_back(out / 'results', 'sweep', 'nanogpt_3L_s1')
+    held = brought_back(results, 'sweep', 'nanogpt_3L_s1', final_val_loss=1.6)
     with pytest.raises(SystemExit, match='already holds a different run'):
         gpu_queue.collect(str(out), results=str(results), report=False)
     assert json.loads((held / 'summary.json').read_text())['final_val_loss'] == 1.6
+
+
+def test_collect_refuses_a_run_without_a_commit_from_a_dirty_tree_off_cuda_or_of_other_settings(tmp_path, monkeypatch,
+                                                                                               capsys):
+    """A run that cannot be placed never joins results/: collect names each refused run and its reason (before: a
+    commit-less, dirty or CPU run was collected, and report.py drew only a "mixed settings" line), and collects the
+    rest; `gpu_queue.py collect` exits 1."""
+    out, results = tmp_path / 'out', tmp_path / 'results'
+    brought = out / 'results'
+    brought_back(brought, 'a', 'nanogpt_3L_s1')
+    brought_back(brought, 'a', 'diff_3L_s1', code=dict(commit=None, dirty=None))
+    brought_back(brought, 'a', 'sym_3L_s1', code=dict(commit='b' * 40, dirty=True))
+    brought_back(brought, 'a', 'norm_sym_3L_s1', device='cpu')
+    brought_back(brought, 'b', 'nanogpt_3L_s1', settings='--max_iters=500\n--dropout=0.2')
+    brought_back(results, 'b', 'diff_3L_s1', settings='--max_iters=500')
+    copied, same, refused = gpu_queue.collect(str(out), results=str(results), report=False)
+    assert copied == ['a/nanogpt_3L_s1'] and same == [] and (results / 'a' / 'sweep_settings').exists()
+    why = dict(refused)
+    assert sorted(why) == ['a/diff_3L_s1', 'a/norm_sym_3L_s1', 'a/sym_3L_s1', 'b/nanogpt_3L_s1']
+    assert why['a/diff_3L_s1'].startswith('no commit recorded') and 'loan.sh' in why['a/diff_3L_s1']
+    assert why['a/sym_3L_s1'].startswith('ran from a tree with uncommitted changes at bbbbbbb')
+    assert why['a/norm_sym_3L_s1'].startswith('ran on cpu, not a CUDA device')
+    assert "its sweep's settings differ" in why['b/nanogpt_3L_s1'] and '--dropout=0.2' in why['b/nanogpt_3L_s1']
+    assert not (results / 'b' / 'nanogpt_3L_s1').exists() and not (results / 'a' / 'diff_3L_s1').exists()
+    collect = gpu_queue.collect  # the command line's, into another results folder than the repository's
+    monkeypatch.setattr(gpu_queue, 'collect', lambda o: collect(o, results=str(tmp_path / 'r2'), report=False))
+    assert gpu_queue.main(['collect', str(out)]) == 1
+    assert 'refused a/norm_sym_3L_s1: ran on cpu, not a CUDA device' in capsys.readouterr().err
 
 
 def test_a_check_job_is_held_by_a_committed_gpu_check_of_the_same_code(tmp_path):
@@ -135,8 +193,9 @@ def test_a_check_job_is_held_by_a_committed_gpu_check_of_the_same_code(tmp_path)
     def write(name, commit, graph='ok', mode='queue', device='cuda', dirty=False):
         d = tmp_path / 'gpu_check' / name
         d.mkdir(parents=True)
-        steps = dict(env=dict(commit=commit[:7], device=device, dirty=dirty, status='ok'),
-                     graph_tests=dict(status=graph), eval=dict(status='ok'))
+        first, *rest = sanity.steps[1:]  # the sanity's steps after env (graph: the first one's status)
+        steps = {'env': dict(commit=commit[:7], device=device, dirty=dirty, status='ok'), first: dict(status=graph),
+                 **{s: dict(status='ok') for s in rest}}
         (d / 'results.json').write_text(json.dumps(dict(mode=mode, steps=steps)))
     write('a', older)
     write('c', head, mode='dry-run check', device='cpu')
@@ -147,7 +206,7 @@ def test_a_check_job_is_held_by_a_committed_gpu_check_of_the_same_code(tmp_path)
     assert gpu_queue.checked(sanity, str(tmp_path)) == ('failed: gpu_check/b' if clean else None)
     write('d', head)
     assert gpu_queue.checked(sanity, str(tmp_path)) == ('ok' if clean else None)  # an uncommitted change: not held
-    assert gpu_queue.missing(sanity, str(tmp_path)) == ([] if clean else ['gpu_check: env graph_tests eval'])
+    assert gpu_queue.missing(sanity, str(tmp_path)) == ([] if clean else [f"gpu_check: {' '.join(sanity.steps)}"])
 
 
 def test_the_queue_skips_the_runs_results_holds():
@@ -155,3 +214,193 @@ def test_the_queue_skips_the_runs_results_holds():
     names = [j.name for j in gpu_queue.pending()]
     assert 'seed3_full_3L' not in names and 'seed3_full_6L' in names
     assert gpu_queue.missing(gpu_queue.QUEUE[1])  # the leak cells: none committed yet
+
+
+# what a launch starts, as a test's stand-in: a shell that ignores TERM (a run that does not stop), its child, and a
+# grandchild in a session of its own (outside the launch's group: only the process tree finds it)
+STUBBORN = ("trap '' TERM INT; sleep 600 & echo $! >> {pids}; setsid sleep 600 & echo $! >> {pids}; echo $$ >> {pids}; "
+            "while :; do wait; done")
+WAITER = """import os, subprocess, sys, time
+sys.path.insert(0, {root!r})
+import gpu_queue
+p = subprocess.Popen(['sh', '-c', {cmd!r}], start_new_session=True)
+while not os.path.exists({pids!r}) or len(open({pids!r}).read().split()) < 3:
+    time.sleep(0.05)
+print('started', flush=True)
+print(gpu_queue.wait_all([p], time.monotonic() + {after}, grace=1), flush=True)
+"""
+
+
+@pytest.mark.parametrize('how', ['deadline', 'sigterm'])
+def test_a_stopped_launch_leaves_no_process_behind(tmp_path, how):
+    """gpu_queue.wait_all at its deadline, or when the process that waits (a queue step) gets a SIGTERM: a TERM to each
+    launch's group, and `grace` seconds later a KILL to whatever is left of it and of everything it started, a process
+    in a session of its own included (before: a TERM only, and a waiter killed by its own TERM left its launches
+    running, each in a session of its own)."""
+    pids = tmp_path / 'pids'
+    code = WAITER.format(root=ROOT, cmd=STUBBORN.format(pids=pids), pids=str(pids),
+                         after=0 if how == 'deadline' else 600)
+    p = subprocess.Popen([sys.executable, '-c', code], stdout=subprocess.PIPE, text=True)
+    started = []
+    try:
+        assert p.stdout.readline().strip() == 'started'
+        started = [int(x) for x in pids.read_text().split()]
+        assert len(alive_pids(started)) == 3
+        if how == 'sigterm':
+            p.send_signal(signal.SIGTERM)
+        out = p.communicate(timeout=30)[0]
+        assert (p.returncode, out.strip()) == ((0, 'True') if how == 'deadline' else (128 + signal.SIGTERM, '')), out
+        time.sleep(0.2)
+        assert alive_pids(started) == []
+    finally:
+        kill_left(p, started)
+
+
+def git(repo, *args):
+    return subprocess.run(['git', '-c', 'user.name=t', '-c', 'user.email=t@t', *args], cwd=repo, capture_output=True,
+                          text=True, check=True).stdout.strip()
+
+
+def loan_repo(tmp_path):
+    """A small checkout with loan.sh, gpu_queue.py and the repository's .gitignore, committed, and a data file git
+    ignores (as data/*/input.txt)."""
+    repo = tmp_path / 'repo'
+    repo.mkdir()
+    for f in ('loan.sh', 'gpu_queue.py', '.gitignore'):
+        (repo / f).write_text(open(os.path.join(ROOT, f)).read())
+    (repo / 'data' / 'toy').mkdir(parents=True)
+    (repo / 'data' / 'toy' / 'input.txt').write_text('to be or not to be\n')
+    git(repo, 'init', '-q')
+    git(repo, 'add', '.')
+    git(repo, 'commit', '-q', '-m', 'one')
+    return repo
+
+
+def loan(repo, *args, **env):
+    e = dict(os.environ, LOAN_WORK=str(repo.parent / 'work'), PYTHON=sys.executable, **env)
+    return subprocess.run(['bash', str(repo / 'loan.sh'), *args], cwd=repo, env=e, capture_output=True, text=True,
+                          timeout=60)
+
+
+# the stand-in for bench_gpu.py --next: what it ran from, into $LOAN_OUT
+RECORD = ('git rev-parse HEAD > "$LOAN_OUT/commit"; git status --porcelain > "$LOAN_OUT/status"; '
+          'pwd > "$LOAN_OUT/where"; cat data/toy/input.txt > "$LOAN_OUT/data"; '
+          'echo "$BENCH_GPU_COMMIT" > "$LOAN_OUT/claimed"')
+
+
+def test_a_loan_runs_one_commit_from_a_clean_checkout_and_writes_outside_the_tree(tmp_path):
+    """loan.sh pack refuses a tree with changes or without a commit; run refuses a tree that differs from the packed
+    commit, or an output inside the tree, before anything runs; otherwise the command runs in a clean clone of that
+    commit outside the tree, with the data git ignores, and writes outside the tree (before: the tree travelled
+    without .git, every run recorded commit None, and bench_gpu.md's own set-up made every run dirty)."""
+    empty = tmp_path / 'empty'
+    empty.mkdir()
+    (empty / 'loan.sh').write_text(open(os.path.join(ROOT, 'loan.sh')).read())
+    git(empty, 'init', '-q')
+    p = loan(empty, 'pack')
+    assert p.returncode == 2 and 'has no commit' in p.stderr, p.stderr
+    repo = loan_repo(tmp_path)
+    (repo / 'gpu_queue.py').write_text('# changed\n')
+    p = loan(repo, 'pack')
+    assert p.returncode == 2 and 'uncommitted changes' in p.stderr and 'gpu_queue.py' in p.stderr, p.stderr
+    git(repo, 'checkout', '--', 'gpu_queue.py')
+    p = loan(repo, 'pack')
+    assert p.returncode == 0 and (repo / '.loan' / 'repo.bundle').exists(), p.stderr
+    assert git(repo, 'status', '--porcelain') == ''  # .loan is ignored
+    out = tmp_path / 'out'
+    p = loan(repo, 'run', '--out', str(repo / 'q'), LOAN_COMMAND=RECORD)
+    assert p.returncode == 2 and 'is inside the tree' in p.stderr and not (repo / 'q').exists(), p.stderr
+    p = loan(repo, 'run', '--out', str(out), LOAN_COMMAND=RECORD)
+    assert p.returncode == 0, p.stdout + p.stderr
+    head = git(repo, 'rev-parse', 'HEAD')
+    assert (out / 'commit').read_text().strip() == (out / 'claimed').read_text().strip() == head
+    assert (out / 'status').read_text() == '' and (out / 'data').read_text() == 'to be or not to be\n'
+    assert not (out / 'where').read_text().startswith(str(repo)) and not (tmp_path / 'work').exists()
+    (repo / 'gpu_queue.py').write_text('# changed after packing\n')
+    shutil.rmtree(out)
+    p = loan(repo, 'run', '--out', str(out), LOAN_COMMAND=RECORD)
+    assert p.returncode == 2 and 'differs from the packed commit' in p.stderr and 'gpu_queue.py' in p.stderr
+    assert not (out / 'commit').exists() and not (tmp_path / 'work').exists()
+
+
+def test_a_stopped_loan_leaves_no_process_behind(tmp_path):
+    """A SIGTERM to loan.sh run: its command gets the TERM, and LOAN_GRACE seconds later everything the loan started
+    and is left (here a command that ignores TERM, its child, and a grandchild in a session of its own) is killed."""
+    repo = loan_repo(tmp_path)
+    assert loan(repo, 'pack').returncode == 0
+    pids = tmp_path / 'pids'
+    e = dict(os.environ, LOAN_WORK=str(tmp_path / 'work'), PYTHON=sys.executable, LOAN_GRACE='1',
+             LOAN_COMMAND=STUBBORN.format(pids=pids))
+    p = subprocess.Popen(['bash', str(repo / 'loan.sh'), 'run', '--out', str(tmp_path / 'out')], cwd=repo, env=e,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    started = []
+    try:
+        deadline = time.time() + 30
+        while len(started) < 3 and time.time() < deadline:
+            time.sleep(0.05)
+            started = [int(x) for x in pids.read_text().split()] if pids.exists() else []
+        assert len(alive_pids(started)) == 3
+        p.send_signal(signal.SIGTERM)
+        out = p.communicate(timeout=30)[0]
+        assert p.returncode == 143 and 'killed with everything it started' in out, out
+        time.sleep(0.2)
+        assert alive_pids(started) == [] and not (tmp_path / 'work').exists()
+    finally:
+        kill_left(p, started)
+
+
+def test_the_sanity_smokes_one_model_of_each_family_of_attention():
+    """The sanity's smoke (bench_gpu.SMOKE) names models of tests/test_cuda.py's capture test, one of each family a
+    sweep runs (each attention, and the masking bugs' naive path of each attention they apply to); the sanity job is
+    env, smoke and eval_smoke, in about a minute, and the full capture suite is a later job of the queue."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location('cuda_tests', os.path.join(ROOT, 'tests', 'test_cuda.py'))
+    cuda_tests = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cuda_tests)
+    family = {name: (keys['attn'], keys['leak'] != 'none') for name, keys, _ in cuda_tests.SWEEP_MODELS}
+    assert set(bench_gpu.SMOKE) <= set(family)
+    assert sorted(family[n] for n in bench_gpu.SMOKE) == sorted(set(family.values()))  # each family once
+    assert hasattr(cuda_tests, bench_gpu.CAPTURE_TEST.split('::')[1])
+    sanity = gpu_queue.QUEUE[0]
+    assert (sanity.name, sanity.steps) == ('sanity', ('env', 'smoke', 'eval_smoke')) and sanity.estimate_s <= 90
+    caps = dict((s, cap) for s, _, cap in bench_gpu.STEPS)
+    assert sum(caps[s] for s in sanity.steps) <= 150  # each step time-boxed: the sanity ends within minutes
+    later = [j.name for j in gpu_queue.QUEUE if j.steps == ('env', 'graph_tests', 'eval')]
+    assert later == ['capture_suite']
+
+
+def test_a_failed_sanity_stops_the_queue(tmp_path, monkeypatch):
+    """bench_gpu.py --next: a sanity that fails in the call, or one committed as failed at this code, skips every job
+    after it, saying why (before: the jobs after a failed sanity ran on the broken path)."""
+    ran = []
+
+    def run_job(job, out, deadline, **kw):
+        ran.append(job.name)
+        return dict(job=job.name, status='failed' if job.name == 'sanity' else 'done', steps={'smoke': 'failed'})
+    monkeypatch.setattr(gpu_queue, 'run_job', run_job)
+    monkeypatch.setattr(gpu_queue, 'checked', lambda job, results=None: None)
+    monkeypatch.setenv('BENCH_GPU_UNTIL', str(time.time() + 1e6))
+    (tmp_path / 'scratch').mkdir()
+    args = bench_gpu.argparse.Namespace(out=str(tmp_path), scratch=str(tmp_path / 'scratch'), step='queue',
+                                        dry_run=True, job=['sanity', 'leak_cells_dropout0.2', 'sink_10_seeds'],
+                                        cut_after=None)
+    ctx = bench_gpu.Step(args)
+    bench_gpu.step_queue(ctx)
+    q = json.load(open(tmp_path / 'queue.json'))['jobs']
+    assert ran == ['sanity'] and [j['status'] for j in q] == ['failed', 'skipped', 'skipped']
+    assert all(j['why'].startswith("sanity failed in this call") for j in q[1:]), q
+    ran.clear()
+    monkeypatch.setattr(gpu_queue, 'checked', lambda job, results=None: 'failed: gpu_check/x' if job.name == 'sanity'
+                        else None)
+    args.job = ['leak_cells_dropout0.2']
+    bench_gpu.step_queue(bench_gpu.Step(args))
+    q = json.load(open(tmp_path / 'queue.json'))['jobs']
+    assert ran == [] and q[0]['status'] == 'skipped' and 'sanity failed at this code (gpu_check/x)' in q[0]['why']
+
+
+def test_bench_gpu_md_shows_the_queue_as_the_code_has_it():
+    """results/bench_gpu.md's table of the queue is rendered from gpu_queue.QUEUE (`python bench_gpu.py
+    --queue-table`): each job's estimate is the code's (it said 240 s for a sanity whose estimate was 300)."""
+    page = open(os.path.join(ROOT, 'results', 'bench_gpu.md')).read()
+    assert bench_gpu.queue_table() in page, 'paste `python bench_gpu.py --queue-table` into results/bench_gpu.md'
+    assert 'a fifteenth' not in open(os.path.join(ROOT, 'gpu_queue.py')).read()
