@@ -491,9 +491,106 @@ def needle_names():
                 LEARNED=LEARNED, stats=__import__('scipy').stats)
 
 
+# ----------------------------------------------------------------------------- results/diagnostics_cpu.md
+
+DIAG = 'results/shakespeare_cpu_long'  # the committed Shakespeare sweep whose runs analyze.py measured
+# analysis.json's measures the diagnostics page reads: name -> (column, read(analysis.json), format). Over layers:
+# first-token attention and kurtosis the mean, the largest activation and logit the maximum (analyze.py's overall),
+# the median logit the median of the layers' medians, the effective ranks the mean
+D = dict(
+    first=('first-token attn', lambda a: a['overall']['first_token_attention'], '{:.4f}'),
+    heads=('heads on token 0', lambda a: a['overall']['first_token_heads'], '{:.2f}'),
+    kurt=('kurtosis', lambda a: a['overall']['kurtosis_rest'], '{:.2f}'),
+    act=('max abs act', lambda a: a['overall']['max_activation'], '{:.1f}'),
+    top1=('top-1 abs logit', lambda a: a['overall']['logit_top1'], '{:.1f}'),
+    median=('median abs logit', lambda a: statistics.median(x['logit_median'] for x in a['layers']), '{:.2f}'),
+    erank_attn=('erank attn', lambda a: statistics.mean(x['erank_attention'] for x in a['layers']), '{:.1f}'),
+    erank_qk=('erank QK', lambda a: statistics.mean(x['erank_qk'] for x in a['layers']), '{:.2f}'),
+    int8=('int8 loss penalty', lambda a: a['quantization']['loss_penalty_int8'], '{:+.4f}'),
+    int4=('int4 loss penalty', lambda a: a['quantization']['loss_penalty_int4'], '{:+.4f}'),
+    ppl=('perplexity', lambda a: a['quantization']['ppl_fp'], '{:.2f}'),
+)
+LAYER_D = [('first_token_attention', '{:.4f}'), ('first_token_heads', '{:.2f}'), ('kurtosis_rest', '{:.2f}'),
+           ('max_activation', '{:.1f}'), ('logit_top1', '{:.1f}'), ('erank_attention', '{:.1f}'),
+           ('erank_qk', '{:.2f}')]
+
+
+class Diag(Runs):
+    """The analysed runs of the Shakespeare sweep, one homogeneous group."""
+
+    def __init__(self):
+        super().__init__(DIAG, '3L')
+        self.variants = sorted((v for v in self.cells if all(run_file(s, 'analysis.json') is not None
+                                                              for s in self.cells[v].values())),
+                               key=report.variant_key)
+
+    def m(self, v, key, seeds=None):
+        """{seed: D's measure key}, 'val': the final val loss."""
+        if key == 'val':
+            return self.values(v, VAL, 'summary.json', seeds)
+        return self.values(v, D[key][1], seeds=seeds)
+
+    def layer(self, v, key):
+        """[every layer's value of every seed] of analysis.json's per-layer key."""
+        return [x[key] for a in self.values(v, lambda a: a['layers']).values() for x in a if key in x]
+
+    def everywhere(self, key, fmt):
+        """The range of a per-layer key over every layer of every run."""
+        return span([x for v in self.variants for x in self.layer(v, key)], fmt)
+
+    def cmp(self, v, key):
+        return compare(self.m('nanogpt', key), self.m(v, key))
+
+    def mean(self, v, key, fmt=None):
+        return num(statistics.mean(self.m(v, key).values()), fmt or D[key][2])
+
+    def table(self):
+        """Per variant, mean ± std over the seeds of each measure."""
+        keys = ['first', 'heads', 'kurt', 'act', 'top1', 'median', 'erank_attn', 'erank_qk', 'int8', 'int4']
+        rows = ['| model | n | val loss | ' + ' | '.join(D[k][0] for k in keys) + ' |', '|---' * (len(keys) + 3) + '|']
+        for v in self.variants:
+            rows.append(f'| {NAMES.get(v, v)} | {len(self.cells[v])} | {pm(self.m(v, "val").values(), "{:.3f}")} | '
+                        + ' | '.join(pm(self.m(v, k).values(), D[k][2]) for k in keys) + ' |')
+        return '\n'.join(rows)
+
+    def layer_table(self):
+        """Per variant and layer, mean ± std over the seeds of the per-layer measures, and the gate's where there is
+        one (mean / share below 0.1 / std over queries)."""
+        n_layers = self.config('nanogpt', 'n_layer')
+        rows = ['| model | layer | ' + ' | '.join(k.replace('_', ' ') for k, _ in LAYER_D) + ' | gate mean / < 0.1 / '
+                'std over queries |', '|---' * (len(LAYER_D) + 3) + '|']
+        for v in self.variants:
+            per = self.values(v, lambda a: a['layers'])
+            for i in range(n_layers):
+                ls = [a[i] for a in per.values()]
+                gate = (' / '.join(pm([x[k] for x in ls], f) for k, f in (('gate_mean', '{:.2f}'), (
+                    'gate_below_0_1', '{:.3f}'), ('gate_std_over_queries', '{:.3f}'))) if 'gate_mean' in ls[0] else '')
+                rows.append(f'| {NAMES.get(v, v)} | {i + 1} | ' + ' | '.join(pm([x[k] for x in ls], f)
+                                                                          for k, f in LAYER_D) + f' | {gate} |')
+        return '\n'.join(rows)
+
+
+def uniform_reference(block):
+    """analyze.py's first-token reference for uniform causal attention over `block` positions (the files of this
+    sweep predate its record in analysis.json)."""
+    import torch
+    import analyze
+    return analyze.uniform_first_token(torch.ones(block, block).tril().bool())
+
+
+def diagnostics_names():
+    d = Diag()
+    if d.others:  # one table pools the seeds of every variant: the claims' rule must allow it
+        raise SystemExit(f'pages.py: {DIAG} is not one homogeneous group: show each group on its own')
+    return dict(d=d, D=D, num=num, span=span, pm=pm, seeds_text=seeds_text, k_of_n=k_of_n, interval=interval,
+                noise=noise, both=both, p_text=p_text, NAMES=NAMES, statistics=statistics, report=report,
+                uniform=uniform_reference(d.config('nanogpt', 'block_size')))
+
+
 # ----------------------------------------------------------------------------- the pages
 
-PAGES = {'results/sink_cpu.md': sink_names, 'results/needle_cpu.md': needle_names}
+PAGES = {'results/sink_cpu.md': sink_names, 'results/needle_cpu.md': needle_names,
+         'results/diagnostics_cpu.md': diagnostics_names}
 
 
 def render(page):

@@ -86,9 +86,10 @@ def test_a_changed_needle_eval_changes_the_render(tmp_path, monkeypatch):
     assert f'| nanogpt | {new:.3f} |' in after and f'| nanogpt | {old:.3f} |' not in after
 
 
-# Decimals and percentages a template may type outside its expressions and code: other papers' numbers and the
-# thresholds that define a measure, never a result of this repository's runs (those are expressions)
-TYPED = {'0.1', '0.3', '1.000', '3.1', '3.3%', '4.8%', '46.7%', '65%', '95%', '−90%', '20%', '24.6B',
+# Decimals and percentages a template may type outside its expressions and code: other papers' numbers, the
+# thresholds that define a measure and a constructed test's known answer (1.0: uniform attention's heads-on-token-0
+# score in tests/test_diagnostics.py), never a result of this repository's runs (those are expressions)
+TYPED = {'0.1', '0.3', '1.000', '3.1', '3.3%', '4.8%', '46.7%', '65%', '95%', '−90%', '20%', '24.6B', '38.8', '98%', '1.0',
          '100%', '2.13.0'}
 
 
