@@ -29,8 +29,9 @@ import claims  # noqa: E402
 import report  # noqa: E402
 from report import NAMES, compare, finished, group_label, homogeneous, run_file  # noqa: E402
 
+# The templates are here; the runs are read where claims.py reads them (claims.HERE, the repository), and the pages
+# are written under ROOT (a test points ROOT at copies of the pages)
 TEMPLATES = os.path.join(HERE, 'pages')
-# The runs are read where claims.py reads them (claims.HERE, the repository); the pages are written under ROOT
 FIELD = re.compile(r'\{\{(.+?)\}\}', re.S)
 
 # ----------------------------------------------------------------------------- formatting
@@ -134,7 +135,7 @@ class Runs:
         for seed in seeds or self.seeds(v):
             s = self.cells[v].get(seed)
             f = None if s is None else (s if file == 'summary.json' else run_file(s, file))
-            if f is not None:
+            if f is not None:  # read(f) may be None (a run that never reached a mark), and is kept as that
                 out[seed] = read(f)
         return out
 
@@ -164,15 +165,24 @@ class Runs:
 
 # ----------------------------------------------------------------------------- rendering
 
+def evaluate(template, m, names):
+    """The text of the field m (a FIELD match in template); an expression that fails names its line."""
+    try:
+        return str(eval(m.group(1), dict(names)))  # noqa: S307 (the repository's own templates)
+    except Exception as e:
+        line = template.count('\n', 0, m.start()) + 1
+        raise SystemExit(f'pages.py: line {line} of the template, {{{{{m.group(1)}}}}}: {e!r}') from None
+
+
 def render_text(template, names):
-    """template with every {{ expression }} evaluated in names; an expression that fails names its line."""
-    def value(m):
-        try:
-            return str(eval(m.group(1), dict(names)))  # noqa: S307 (the repository's own templates)
-        except Exception as e:
-            line = template.count('\n', 0, m.start()) + 1
-            raise SystemExit(f'pages.py: line {line} of the template, {{{{{m.group(1)}}}}}: {e!r}') from None
-    return FIELD.sub(value, template)
+    """template with every {{ expression }} evaluated in names."""
+    return FIELD.sub(lambda m: evaluate(template, m, names), template)
+
+
+def fields(page):
+    """[(expression, its rendered text)] of the page's template, in order (tests change a rendered number)."""
+    text, names = template(page), PAGES[page]()
+    return [(m.group(1), evaluate(text, m, names)) for m in FIELD.finditer(text)]
 
 
 def template(page):

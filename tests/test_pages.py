@@ -29,20 +29,26 @@ def digit_changed(text, value):
     return text[:j] + ('8' if text[j] == '9' else str(int(text[j]) + 1)) + text[j + 1:]
 
 
-def test_a_hand_edited_number_fails_the_check(tmp_path, monkeypatch, capsys):
-    """--check exits 1 naming the page whose rendered number was edited by hand, and passes the untouched one."""
-    g = pages.Sink(0)
-    value = f"{g.v('nanogpt', 'L1')[g.seeds('bb_nanogpt')[0]]:.2f} / "  # a cell of the per-seed table
-    for page in pages.PAGES:
-        os.makedirs(tmp_path / os.path.dirname(page), exist_ok=True)
-        shutil.copy(os.path.join(ROOT, page), tmp_path / page)
+@pytest.mark.parametrize('page', list(pages.PAGES))
+def test_a_hand_edited_number_fails_the_check(page, tmp_path, monkeypatch, capsys):
+    """--check passes the pages as committed, and exits 1 naming the page where one digit of a rendered number (the
+    template's first field with a digit: the page's own text, not a run's) was edited by hand."""
+    os.makedirs(tmp_path / os.path.dirname(page))
+    shutil.copy(os.path.join(ROOT, page), tmp_path / page)
     monkeypatch.setattr(pages, 'ROOT', str(tmp_path))
-    pages.main(['--check'])  # the copies as committed: up to date
-    sink = tmp_path / 'results' / 'sink_cpu.md'
-    sink.write_text(digit_changed(sink.read_text(encoding='utf-8'), value), encoding='utf-8')
+    pages.main(['--check', page])  # the copy as committed: up to date
+    text = (tmp_path / page).read_text(encoding='utf-8')
+    start = 0  # the rendered fields follow each other in the page: find the first with a digit after the ones before
+    for _, value in pages.fields(page):
+        at = text.index(value, start)
+        if re.search(r'\d', value):
+            (tmp_path / page).write_text(text[:at] + digit_changed(value, value) + text[at + len(value):],
+                                         encoding='utf-8')
+            break
+        start = at + len(value)
     with pytest.raises(SystemExit) as e:
-        pages.main(['--check'])
-    assert e.value.code == 1 and 'results/sink_cpu.md' in capsys.readouterr().err
+        pages.main(['--check', page])
+    assert e.value.code == 1 and page in capsys.readouterr().err
 
 
 def test_a_changed_run_file_changes_the_render(tmp_path, monkeypatch):
