@@ -230,7 +230,7 @@ count (summary.json's `machine`; where a run does not record it, "unknown" is a 
 and B runs differ is a group of its own kind. A mixed row shows each group's interval (its own paired t; the one
 difference where a group has one seed) beside the pooled one, and is called only where the groups agree in sign
 (step 4). *inferred*: the processor of a run whose provenance was backfilled without a commit
-(`results/backfill_provenance.py`, `trained_at` null) is taken from the pages' text, not recorded.
+(`evidence/backfill_provenance.py`, `trained_at` null) is taken from the pages' text, not recorded.
 
 Per-seed statements ("in k of n seeds", "halves", "the highest of the seed's five") are counted from the runs, over
 the seeds the precondition keeps; every run they read passes the same checks as the row's (superseded numerics: not
@@ -656,7 +656,7 @@ def claims_md(results):
          for f in commands] + [
         '',
         "Provenance: each run's `summary.json` (`machine`, `dtype`, `code`, `compile`, `cuda_graph`), or for older "
-        "runs its folder's `provenance.json`, backfilled by `results/backfill_provenance.py`.",
+        "runs its folder's `provenance.json`, backfilled by `evidence/backfill_provenance.py`.",
         '',
     ])
 

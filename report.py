@@ -165,7 +165,7 @@ NUMERICS = [
 
 def read_provenance(root):
     """root/provenance.json: {run folder: entry} for runs older than summary.json's own record (machine, code),
-    backfilled by results/backfill_provenance.py; {} without one."""
+    backfilled by evidence/backfill_provenance.py; {} without one."""
     path = os.path.join(root, 'provenance.json')
     if not os.path.exists(path):
         return {}

@@ -3,7 +3,7 @@ Backfill results/<sweep>/provenance.json for the committed runs that predate sum
 `code`, `machine` and resolved `dtype`, which train.py records from commit d6d1cf7 on): one entry per run folder,
 each marked "backfilled": true.
 
-  python results/backfill_provenance.py       # from a full git checkout (it reads the history); rewrites the files
+  python evidence/backfill_provenance.py       # from a full git checkout (it reads the history); rewrites the files
 
 Where each field comes from:
   added_in, added_on   the commit that added the run's summary.json (git log --diff-filter=A)

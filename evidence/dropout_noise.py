@@ -1,7 +1,7 @@
 """
 How much noise each rule of Diff's attention dropout puts into one layer's output, measured.
 
-  OMP_NUM_THREADS=1 python results/dropout_noise.py     # prints the table in results/dropout_noise.md (about a minute)
+  OMP_NUM_THREADS=1 python evidence/dropout_noise.py     # prints the table in results/dropout_noise.md (about a minute)
 
 The two rules, on the maps A1, A2 (softmax rows, entries >= 0) of a differential head, p = 0.2:
   earlier (model.py before commit 8b66842, the naive path of every leak run): y = drop(A1 - lambda A2) V
