@@ -310,7 +310,9 @@ def emergence_page(folder):
         f"> {OUTLIER_KURTOSIS} and max/median > {OUTLIER_RATIO} (claim 5's precondition); rising where both curves' "
         f"last fifth averages at least {RISING:g}× their first fifth; else below emergence. Token-0 kurtosis went "
         f"{k0a:.2f} → {k0b:.2f} ({k0b / k0a:.2f}×), max/median {ra:.1f} → {rb:.1f} ({rb / ra:.2f}×), first fifth "
-        f"→ last fifth of {len(curve)} points.",
+        f"→ last fifth of {len(curve)} points; from the first point (step {curve[0][0]}) to the last, token-0 "
+        f"kurtosis {curve[0][1]['kurtosis_first']:.2f} → {curve[-1][1]['kurtosis_first']:.2f} and max/median "
+        f"{curve[0][1]['massive_ratio']:.1f} → {curve[-1][1]['massive_ratio']:.1f}.",
         '',
         f"## The curves (`log.jsonl`, every {cfg['outlier_interval']} steps; each the largest over the "
         f"{cfg['n_layer']} blocks' outputs, on one fixed batch of 8 validation windows, in the run's {s['dtype']})",
