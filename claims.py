@@ -59,6 +59,11 @@ METRICS = dict(
     first_token_L1=('first-token attention, layer 1', 'analysis.json', LAYER(0), '{:.3f}'),
     first_token_L2=('first-token attention, layer 2', 'analysis.json', LAYER(1), '{:.3f}'),
     kurtosis=('kurtosis of the hidden states', 'analysis.json', lambda a: a['overall']['kurtosis_rest'], '{:.2f}'),
+    kurtosis_first=('token-0 kurtosis, the largest over layers', 'analysis.json',
+                    lambda a: max(x['kurtosis_first'] for x in a['layers']), '{:.1f}'),
+    massive=('largest activation over the median', 'analysis.json', lambda a: a['overall']['massive_ratio'], '{:.0f}'),
+    w8a8=('W8A8 loss penalty (per-tensor int8 weights and inputs)', 'analysis.json',
+          lambda a: a.get('w8a8', {}).get('loss_penalty_w8a8'), '{:+.4f}'),
     needle_acc=('first-query accuracy, mean over needle counts', 'needle_eval.json',
                 lambda f: statistics.mean(c['accuracy'] for c in f['by_needles'].values()), '{:.3f}'),
     unrelated_share=("share of \\|w\\| on tokens that do not hold the key", 'needle_eval.json',
@@ -69,6 +74,12 @@ METRICS = dict(
 # whose mean attention to position 0 exceeds 0.3 (docs/anchors.md); the models read here have one head a layer.
 # Outliers are Sun et al.'s massive activations, taken at their lenient end: the largest activation >= 100x the median.
 SINK, MASSIVE = 0.3, 100
+# The outlier rows on Python code (data/pycode), fixed before their runs: token-0 kurtosis above 50 (a Gaussian's is 3,
+# Kaul et al.'s baselines' 1657) in some block, and its largest activation above 100x the median. Both, because the
+# claim is that softmax-1 and OrthoAdam remove the first-token outlier and the massive activations together, and
+# Vlassis et al. 2025 found kurtosis alone did not predict the quantization loss. analyze.py's gate uses the same
+# numbers (OUTLIER_KURTOSIS, OUTLIER_RATIO there; tests/test_outliers.py checks they agree).
+OUTLIER_KURTOSIS, OUTLIER_RATIO = 50, 100
 NEEDS = dict(
     sink=('a sink (first-token attention > 0.3 in a layer)', 'analysis.json',
           lambda a: max(x['first_token_attention'] for x in a['layers']) > SINK),
@@ -76,6 +87,10 @@ NEEDS = dict(
     sink_L2=('a sink in layer 2', 'analysis.json', lambda a: a['layers'][1]['first_token_attention'] > SINK),
     outliers=('outliers (largest activation ≥ 100× the median)', 'analysis.json',
               lambda a: a['overall']['massive_ratio'] >= MASSIVE),
+    outliers_pc=(f'outliers (token-0 kurtosis > {OUTLIER_KURTOSIS} in a layer and largest activation > '
+                 f'{OUTLIER_RATIO}× the median)', 'analysis.json',
+                 lambda a: max(x['kurtosis_first'] for x in a['layers']) > OUTLIER_KURTOSIS
+                 and a['overall']['massive_ratio'] > OUTLIER_RATIO),
 )
 
 
@@ -95,6 +110,8 @@ WHY = dict(
     sink_L2='the same threshold, on the head the measure reads (layer 2)',
     outliers="Sun et al.'s massive activations at their lenient end, 100× the median; the claim is about removing "
              "them",
+    outliers_pc="a first-token outlier and massive activations together, the two the claim says softmax-1 with "
+                "OrthoAdam removes (kurtosis alone did not predict the quantization loss: Vlassis et al. 2025)",
 )
 
 # Parity claims ('=') are tested for equivalence: two one-sided tests of |B − A| < m. The margin for the val loss is
@@ -129,6 +146,9 @@ DROP = 'results/shakespeare_cpu_long_dropout0.2'
 # Bigram-Backcopy: seeds 1-5, and seeds 6-10 in a sweep of their own (another machine), pooled by seed
 BB = ('results/bigram_backcopy_sink', 'results/bigram_backcopy_sink_seeds6-10')
 ND = 'results/needle_distractors_retrieval'
+# Python code (data/pycode): the CPU gate's baseline alone, 6 layers, one thread (its emergence.md); the GPU job's
+# five 12-layer variants (gpu_queue.py's pycode_outliers_12L), not yet run
+PC_CPU, PC_GPU = 'results/pycode_gate_cpu', 'results/pycode_outliers_gpu'
 TESTS = [
     # claim 1: Diff against the baseline
     Test(1, CPU, '3L', 'nanogpt', 'diff', 'val', '='),
@@ -177,6 +197,12 @@ TESTS = [
     Test(5, BB, '2L', 'bb_nanogpt', 'bb_softmax1_orthoadam', 'first_token', '<0', 'sink'),
     Test(5, BB, '2L', 'bb_nanogpt', 'bb_softmax1_orthoadam', 'kurtosis', '<0', 'outliers'),
     Test(5, CPU, '3L', 'nanogpt', 'softmax1', 'first_token', '<0', 'sink'),
+    # claim 5's outlier half, where a baseline can have outliers: Python code
+    Test(5, PC_CPU, '6L', 'pc_nanogpt', 'pc_softmax1_orthoadam', 'kurtosis_first', '<0', 'outliers_pc'),
+    Test(5, PC_CPU, '6L', 'pc_nanogpt', 'pc_softmax1_orthoadam', 'massive', '<0', 'outliers_pc'),
+    Test(5, PC_GPU, '12L', 'pc_nanogpt', 'pc_softmax1_orthoadam', 'kurtosis_first', '<0', 'outliers_pc'),
+    Test(5, PC_GPU, '12L', 'pc_nanogpt', 'pc_softmax1_orthoadam', 'massive', '<0', 'outliers_pc'),
+    Test(5, PC_GPU, '12L', 'pc_nanogpt', 'pc_softmax1_orthoadam', 'w8a8', '<0', 'outliers_pc'),
     # claim 6: the gates and the sink; OrthoAdam alone as a control on the same head
     Test(6, BB, '2L', 'bb_nanogpt', 'bb_gated', 'first_token_L1', '<0', 'sink_L1', halves=True),
     Test(6, BB, '2L', 'bb_nanogpt', 'bb_gated', 'first_token', '<0', 'sink'),
@@ -202,7 +228,8 @@ One rule, `claims.py`'s `verdict()`, in this order:
    before a commit that changed its model's numerics (`report.NUMERICS`: {', '.join(f'`{c}`' for c, *_ in NUMERICS)});
    the numbers are shown, no verdict.
 2. **not shown (precondition absent)**: the claim is about a phenomenon the baseline must have (a sink, outliers);
-   seeds whose baseline run lacks it are dropped, not counted, and none is left.
+   seeds whose baseline run lacks it are dropped, not counted, and none is left. A row whose B runs are not there yet
+   shows A's values, and is this where none of A's seeds has the phenomenon (else not measured).
 3. **too few seeds**: fewer than {MIN_SEEDS} paired seeds remain. With 2 the 95% interval has one degree of freedom
    (t = 12.7) and rests on a single estimate of the spread, so it is shown but not called. A sweep's own tables
    (`report.py`) call a difference by the same count.
@@ -434,8 +461,10 @@ def measure(t):
     cells = [finished(runs.get((v, t.depth), dict(ok=[]))) if runs else [] for v in (t.a, t.b)]
     _, file, fn, _ = METRICS[t.metric]
     vals = [{s['_seed']: x for s in cell if (x := read(s, file, fn)) is not None} for cell in cells]
-    if not all(vals):
+    if not vals[0]:
         return r
+    if not vals[1]:
+        return baseline_only(t, r, vals[0], cells[0])
     by_seed = [{s['_seed']: s for s in cell} for cell in cells]
     shared = sorted(set(vals[0]) & set(vals[1]))
     if t.needs:
@@ -464,6 +493,23 @@ def measure(t):
         r['counts'].append(f"B ≤ A/2 in {sum(b[x] <= a[x] / 2 for x in kept)} of {len(kept)}")
     if t.worst:
         r['counts'] += [c for c in [worst_count(t, runs, kept)] if c]
+    return r
+
+
+def baseline_only(t, r, a, cell):
+    """A row whose B runs are not there yet (a baseline trained first, as a gate): A's values are shown. Where the
+    row has a precondition and none of A's seeds has it, the row is not shown (precondition absent), as it would be
+    whatever B gave; otherwise it stays not measured."""
+    r['a'] = a
+    if t.needs:
+        by = {s['_seed']: s for s in cell}
+        dropped = [x for x in sorted(a) if not read(by[x], NEEDS[t.needs][1], NEEDS[t.needs][2])]
+        if len(dropped) == len(a):
+            used = [by[x] for x in dropped]
+            r.update(missing=False, b={}, dropped=dropped, used=used,
+                     superseded=sorted({c for s in used for c in provenance(s)['superseded']}),
+                     on=[report.group_label(g) for g in report.homogeneous(used).values()],
+                     command=report.command(used, os.path.basename(folders(t)[0])))
     return r
 
 
@@ -576,7 +622,7 @@ def label(v):
 
 def cell_text(vals, seeds, fmt):
     xs = [vals[x] for x in seeds] or list(vals.values())
-    return report.mean_std(xs, fmt)
+    return report.mean_std(xs, fmt) if xs else '—'
 
 
 def seeds_cell(r):
@@ -588,8 +634,8 @@ def seeds_cell(r):
 def row_cells(r):
     """The columns every table shares: A, B, seeds, B − A, p, per seed, computed on, verdict."""
     fmt = METRICS[r['test'].metric][3]
-    if r['missing']:
-        return ['—', '—', '0', '—', '—', '', '', verdict(r)]
+    if r['missing']:  # A's values where its runs are there (B's are not)
+        return [cell_text(r.get('a') or {}, [], fmt), '—', '0', '—', '—', '', '', verdict(r)]
     return [cell_text(r['a'], r['seeds'], fmt), cell_text(r['b'], r['seeds'], fmt), seeds_cell(r),
             grouped_gap(r, fmt), p_cell(r), '; '.join(r['counts']), computed_cell(r), verdict_cell(r)]
 
@@ -652,7 +698,8 @@ def claims_md(results):
         'Each folder: `python report.py <folder>` renders its tables; its `results.md` names its command, commits and '
         'machines. The folders read, and the command that makes each one\'s runs again:',
         '',
-    ] + [f'- `{f}`' + (f": `{folder_command(f)}`" if runs_of(f) is not None else ' (not committed)')
+    ] + [f'- `{f}`' + (' (not committed)' if runs_of(f) is None else f": `{folder_command(f)}`" if folder_command(f)
+                        else ": no ablate.sh profile runs it; its pages say how it was run")
          for f in commands] + [
         '',
         "Provenance: each run's `summary.json` (`machine`, `dtype`, `code`, `compile`, `cuda_graph`), or for older "

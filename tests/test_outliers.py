@@ -266,3 +266,14 @@ def test_the_gate_run_is_pinned_and_clean():
     assert s['finished'] and s['code']['dirty'] is False and s['machine']['cpu']['threads'] == 1
     assert not [f for f in os.listdir(run) if f.endswith('.pt')]
 
+
+
+def test_claims_precondition_is_the_gates_and_needs_both():
+    import claims
+    assert (claims.OUTLIER_KURTOSIS, claims.OUTLIER_RATIO) == (analyze.OUTLIER_KURTOSIS, analyze.OUTLIER_RATIO)
+    _, file, has = claims.NEEDS['outliers_pc']
+
+    def analysis(k0, ratio):
+        return dict(layers=[dict(kurtosis_first=3.0), dict(kurtosis_first=k0)], overall=dict(massive_ratio=ratio))
+    assert file == 'analysis.json' and has(analysis(51, 101))
+    assert not has(analysis(50, 1000)) and not has(analysis(1000, 100)) and not has(analysis(3, 3))
