@@ -1,4 +1,5 @@
-"""The findings pages evidence/pages.py renders (results/sink_cpu.md, results/needle_cpu.md) are what it renders from
+"""The findings pages evidence/pages.py renders (pages.PAGES: sink_cpu.md, needle_cpu.md, diagnostics_cpu.md,
+seed_table_explained.md) are what it renders from
 the committed runs, byte for byte: a hand edit of a rendered number fails here, and a changed run file changes the
 page. Reads JSON files only: no torch, no training."""
 import json
@@ -96,14 +97,23 @@ def test_a_changed_needle_eval_changes_the_render(tmp_path, monkeypatch):
 # thresholds that define a measure and a constructed test's known answer (1.0: uniform attention's heads-on-token-0
 # score in tests/test_diagnostics.py), never a result of this repository's runs (those are expressions)
 TYPED = {'0.1', '0.3', '1.000', '3.1', '3.3%', '4.8%', '46.7%', '65%', '95%', '−90%', '20%', '24.6B', '38.8', '98%', '1.0',
-         '100%', '2.13.0'}
+         '100%', '2.13.0',
+         # seed_table_explained.md: a command's setting (dropout 0.2, the seed's and PROFILE=full's), the GPU runs'
+         # torch version, nanoGPT's README (its shakespeare_char model: 10.7M parameters, val 1.47); the seed's own
+         # table is printed from pages.SEED_VAL / SEED_TRAIN / SEED_LAMBDA, not typed
+         '0.2', '2.11.0', '10.7M', '1.47'}
+
+# The parts of a page still typed by hand while it is converted section by section: {{ NOT_RENDERED }} to
+# {{ RENDERED }} (or the template's end), named on the page by its note; the lint skips them, the byte-for-byte and
+# hand-edit tests do not
+UNRENDERED = re.compile(r'\{\{ NOT_RENDERED \}\}.*?(\{\{ RENDERED \}\}|\Z)', re.S)
 
 
 @pytest.mark.parametrize('page', list(pages.PAGES))
 def test_no_result_is_typed_in_a_template(page):
     """Outside {{ expressions }}, code blocks and `code`, a template types no decimal or percentage but TYPED's:
     a number from runs typed into the prose would not follow the runs."""
-    text = pages.template(page)
+    text = UNRENDERED.sub('', pages.template(page))
     for pattern in (r'\{\{.+?\}\}', r'```.*?```', r'`[^`\n]*`'):
         text = re.sub(pattern, '', text, flags=re.S)
     typed = set(re.findall(r'(?<![\w.])[−-]?\d+(?:\.\d+)+[%BMK]?|(?<![\w.])[−-]?\d+(?:\.\d+)?%', text))
