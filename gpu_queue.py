@@ -126,6 +126,21 @@ def seed2_8L():
                                         ('VARIANTS', 'diff sym diff_sym norm_sym'), ('JOBS', '4')), GRAPHED),)
 
 
+def pycode_outliers():
+    """Claim 5's outlier half where a baseline can have outliers: the five configs/pc_<variant>_12L.py (12 layers,
+    d 256, a BOS, lr 2e-3, no weight decay, on data/pycode; only the attention or the optimizer differs) at once, one
+    seed, each analysed (ANALYZE=1: first-token attention, kurtosis, max/median, int8/int4 and W8A8 penalties), each
+    logging its outlier curves (outlier_interval). PROFILE=gpt2 is the profile whose runs take the configs' own
+    schedule (3000 steps of 16,384 tokens). The GPU machine reaches no network: the call must carry
+    data/pycode/downloads (the six pinned wheels, 21 MB), from which data/pycode/prepare.py rebuilds the token files
+    and checks the corpus hash against the committed manifest.json."""
+    common = (('PROFILE', 'gpt2'), ('SEEDS', '1'), ('DEPTHS', '12L'), ('ANALYZE', '1'))
+    return (Launch('pycode_outliers_gpu', common + (('VARIANTS', 'pc_nanogpt pc_softmax1 pc_gated'), ('JOBS', '3')),
+                   GRAPHED),
+            Launch('pycode_outliers_gpu', common + (('VARIANTS', 'pc_orthoadam pc_softmax1_orthoadam'), ('JOBS', '2')),
+                   EAGER))
+
+
 # Estimates, wall seconds of the whole job. Measured on one H200 at 6cb9fa0 (results/gpu_check/2026-11-27_h200_6cb9fa0):
 # the leak cells 261 s (81 runs of 500 steps, 18 at a time), the sink 193 s (60 runs of 1000 2-layer steps, 10 at a
 # time, each analysed), seed 3 at 3L 143 s (5 runs of 5000 steps at once: 71-126 s each). The rest scaled from
@@ -145,6 +160,14 @@ QUEUE = (
         300, leak_cells()),
     Job('sink_10_seeds', "rows 5-6's per-seed statements (does softmax-1 / the gate empty the sink in k of n seeds)",
         240, sink_seeds()),
+    # Claim 5's outliers. Unmeasured on a GPU: the rate is derived. Five graphed 3-layer runs at once delivered 3.41M
+    # tokens/s together (H200, results/shakespeare_full/*_3L_s3), 56.7 TFLOP/s at the 16.6 MFLOP a token of
+    # model.flops_per_token; the pc_ 12-layer model costs 66.5 MFLOP a token (4.0x), so about 0.85M tokens/s for the
+    # five, and 5 x 49.2M tokens take 290 s, with about 60 s for the start (the corpus rebuilt from the wheels,
+    # imports, capture), the evaluations and the five analyses: 350 s. Measured here only on a CPU: the 12-layer step
+    # at 1,258 tokens/s on one thread of a Xeon Emerald Rapids in bf16 (batch 8), whose 17% MFU says nothing of a GPU's
+    Job('pycode_outliers_12L', "claim 5's outlier rows: the five pc_ 12-layer variants on Python code, 49M tokens "
+        "each, analysed (W8A8)", 380, pycode_outliers()),
     Job('seed3_full_3L', "rows 1-4 at the seed's schedule: a third seed, 3 layers", 200, seed3('3L')),
     Job('seed3_full_6L', "rows 1-4 at the seed's schedule: a third seed, 6 layers", 300, seed3('6L')),
     Job('seed3_full_8L', "rows 1-4 at the seed's schedule: a third seed, 8 layers", 400, seed3('8L')),
