@@ -702,8 +702,81 @@ def ordered(g, variants, m='val', fmt='{:.3f}'):
 # A page converted section by section: {{ NOT_RENDERED }} ... {{ RENDERED }} (both render as nothing) bound the parts
 # still typed by hand, which the page's note names and tests/test_pages.py's lint of typed numbers skips
 NOT_RENDERED_NOTE = ("> **Not yet rendered in full.** Rendered from the committed runs by `evidence/pages.py`: "
-                     "the first bullet below and the section \"The seed's schedule on a GPU\". Every other number on "
-                     "this page is still typed by hand and may not match the runs.")
+                     "the first bullet below and the sections from \"The hypothesis\" to \"The seed's schedule on a GPU\". "
+                     "Every other number on this page (the rest of the status and the sections on the masking bugs "
+                     "and the seed's pipeline) is still typed by hand and may not match the runs.")
+
+
+CPU_TAIL = 100  # cpu_long's "train step": the mean training-step loss over its last eval interval, 100 steps
+
+
+def cell_run(folder, variant, seed=1, depth='3L'):
+    """The one finished run of a cell's seed (a single run: no pooling, whatever its group)."""
+    runs = claims.runs_of(folder)
+    got = [s for s in finished(runs.get((variant, depth), dict(ok=[]))) if s['_seed'] == seed] if runs else []
+    if len(got) != 1:
+        raise SystemExit(f'pages.py: {folder} {variant} {depth} seed {seed}: {len(got)} finished runs, not one')
+    return got[0]
+
+
+def value(folder, variant, m='val', seed=1, depth='3L'):
+    """One run's measure: 'val' (final), 'train' (final, eval mode), 'step' (the mean training-step loss over the
+    last CPU_TAIL steps, train mode), an int k (val at the eval of step k), ('lam', layer, key) (1-based layer;
+    key 'full', 'lambda_1', 'lambda_2'), 'dist' (mean |1 − λ_full|)."""
+    s = cell_run(folder, variant, seed, depth)
+    if m == 'val':
+        return s['final_val_loss']
+    if m == 'train':
+        return s['final_train_loss']
+    if m == 'step':
+        return train_step(s, CPU_TAIL)
+    if m == 'dist':
+        return dist1(s)
+    if isinstance(m, int):
+        return next(e['val_loss'] for e in s['_log'] if e.get('kind') == 'eval' and e['iter'] == m)
+    _, layer, key = m
+    return s['lambda_table'][layer - 1]['lambda_full' if key == 'full' else key]
+
+
+def x(folder, variant, m='val', seed=1, fmt='{:.3f}', depth='3L'):
+    """value() as printed."""
+    return num(value(folder, variant, m, seed, depth), fmt)
+
+
+def lams(folder, variant, seed=1, key='full', sep=' / ', fmt='{:.2f}'):
+    """λ of every layer of one run, 'a / b / c'."""
+    n = len(cell_run(folder, variant, seed)['lambda_table'])
+    return sep.join(x(folder, variant, ('lam', layer, key), seed, fmt) for layer in range(1, n + 1))
+
+
+SEED_L12 = dict(diff=[(0.98, 1.04), (1.14, 0.84), (1.02, 0.90)],  # the seed's λ_1, λ_2 of layers 1-3 (its 6L table)
+                diff_sym=[(1.05, 0.87), (1.15, 0.80), (1.10, 0.84)])
+V6 = SEED_VARIANTS + ['sym_noself']
+STEPS = [100, 200, 300, 400, 500]
+
+
+def seed_table():
+    """The seed's table (citations: SEED_VAL, SEED_TRAIN), train/validate where it has both."""
+    rows = ["| seed's table | " + ' | '.join(NAMES.get(v, v) for v in SEED_VARIANTS) + ' |', '|---' * 6 + '|']
+    for d in DEPTHS:
+        rows.append(f'| {d}, train/validate | ' + ' | '.join(
+            (f'{SEED_TRAIN[d][v]:g}/' if d in SEED_TRAIN else '') + f'{SEED_VAL[d][v]:g}' if v in SEED_VAL[d] else ''
+            for v in SEED_VARIANTS) + ' |')
+    return '\n'.join(rows)
+
+
+def first_below(folder, variant, level, seed=1):
+    """The first eval step with val below level (None where none is)."""
+    s = cell_run(folder, variant, seed)
+    return next((e['iter'] for e in s['_log'] if e.get('kind') == 'eval' and e['val_loss'] < level), None)
+
+
+def jump(folder, variant, seed=1):
+    """Layer 1's λ_full across the eval interval with the largest fall of val: 'a → b over steps k-100 to k'."""
+    evals = [e for e in cell_run(folder, variant, seed)['_log'] if e.get('kind') == 'eval']
+    i = max(range(1, len(evals)), key=lambda i: evals[i - 1]['val_loss'] - evals[i]['val_loss'])
+    a, b = evals[i - 1], evals[i]
+    return f"{num(a['lambda/L1/full'])} → {num(b['lambda/L1/full'])} over steps {a['iter']}-{b['iter']}"
 
 
 def seed_table_names():
@@ -718,7 +791,13 @@ def seed_table_names():
                 GPU_NONCAUSAL=GPU_NONCAUSAL, COPIED=COPIED, TAIL=TAIL, provenance=report.provenance,
                 num=num, span=span, pm=pm, seeds_text=seeds_text, k_of_n=k_of_n, interval=interval, noise=noise,
                 both=both, p_text=p_text, compare=compare, NAMES=NAMES, statistics=statistics, report=report,
-                stats=__import__('scipy').stats, train_step=train_step)
+                stats=__import__('scipy').stats, train_step=train_step, x=x, value=value, lams=lams, Runs=Runs,
+                NC0='results/shakespeare_cpu_long_noncausal', NC2='results/shakespeare_cpu_long_noncausal_dropout0.2',
+                CA0='results/shakespeare_cpu_long', CPU_TAIL=CPU_TAIL, seed_table=seed_table, V6=V6, STEPS=STEPS,
+                COPY0=[v for v in V6 if value('results/shakespeare_cpu_long_noncausal', v) < 0.1],
+                first_below=first_below, jump=jump, math=__import__('math'), SEED_L12=SEED_L12, cell_run=cell_run,
+                WORST0=max(V6, key=lambda v: value('results/shakespeare_cpu_long_noncausal', v)),
+                WORSTC=max(V6, key=lambda v: value('results/shakespeare_cpu_long', v)))
 
 
 # ----------------------------------------------------------------------------- the pages
