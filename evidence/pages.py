@@ -629,7 +629,7 @@ def dist1(s):
 class Full(Runs):
     """One homogeneous group of a sweep at the seed's schedule (PROFILE=full), at one depth."""
 
-    def v(self, variant, m, seeds=None):
+    def v(self, variant, m='val', seeds=None):
         """{seed: m}: 'val' the final val loss, 'step' the train step, 'dist' mean |1 − λ_full|, 'copied' the first
         eval step with val below COPIED (None where none is)."""
         read = dict(val=VAL, step=train_step, dist=dist1,
@@ -702,9 +702,9 @@ def ordered(g, variants, m='val', fmt='{:.3f}'):
 # A page converted section by section: {{ NOT_RENDERED }} ... {{ RENDERED }} (both render as nothing) bound the parts
 # still typed by hand, which the page's note names and tests/test_pages.py's lint of typed numbers skips
 NOT_RENDERED_NOTE = ("> **Not yet rendered in full.** Rendered from the committed runs by `evidence/pages.py`: "
-                     "the first bullet below and the sections from \"The hypothesis\" to \"The seed's schedule on a GPU\". "
-                     "Every other number on this page (the rest of the status and the sections on the masking bugs "
-                     "and the seed's pipeline) is still typed by hand and may not match the runs.")
+                     "the first bullet below and the sections from \"The hypothesis\" to \"`zero_future` with two seeds\". "
+                     "Every other number on this page (the rest of the status, and the sections from \"`after_norm`\" "
+                     "on) is still typed by hand and may not match the runs.")
 
 
 CPU_TAIL = 100  # cpu_long's "train step": the mean training-step loss over its last eval interval, 100 steps
@@ -779,6 +779,21 @@ def jump(folder, variant, seed=1):
     return f"{num(a['lambda/L1/full'])} → {num(b['lambda/L1/full'])} over steps {a['iter']}-{b['iter']}"
 
 
+LEAKS = {k: 'results/shakespeare_cpu_long' + f for k, f in dict(
+    ZF0='_leak_zero_future', ZF2='_leak_zero_future_dropout0.2', OB0='_leak_off_by_one', OB2='_leak_off_by_one_dropout0.2',
+    AN0='_leak_after_norm', AN2='_leak_after_norm_dropout0.2', TN0='_leak_time_norm', TN2='_leak_time_norm_dropout0.2',
+    CA2='_dropout0.2', FP32='_fp32').items()}
+
+
+def one_group(folder, depth='3L'):
+    """The folder's runs at depth as one homogeneous group (Full: val, step, dist), refused where they are not: the
+    page pools its seeds."""
+    g = Full(folder, depth)
+    if g.others:
+        raise SystemExit(f'pages.py: {folder} is not one homogeneous group: show each group on its own')
+    return g
+
+
 def seed_table_names():
     nc = {d: Full(GPU_NONCAUSAL, d) for d in DEPTHS}
     ca = {d: Full(GPU_FULL, d) for d in DEPTHS}
@@ -797,7 +812,10 @@ def seed_table_names():
                 COPY0=[v for v in V6 if value('results/shakespeare_cpu_long_noncausal', v) < 0.1],
                 first_below=first_below, jump=jump, math=__import__('math'), SEED_L12=SEED_L12, cell_run=cell_run,
                 WORST0=max(V6, key=lambda v: value('results/shakespeare_cpu_long_noncausal', v)),
-                WORSTC=max(V6, key=lambda v: value('results/shakespeare_cpu_long', v)))
+                WORSTC=max(V6, key=lambda v: value('results/shakespeare_cpu_long', v)), **LEAKS,
+                zf=one_group(LEAKS['ZF0']), ca0=one_group('results/shakespeare_cpu_long'),
+                yes=lambda ok: 'yes' if ok else 'no',
+                d2=lambda f, g, v: num(value(f, v) - value(g, v), '{:+.2f}'))
 
 
 # ----------------------------------------------------------------------------- the pages
