@@ -101,7 +101,10 @@ TYPED = {'0.1', '0.3', '1.000', '3.1', '3.3%', '4.8%', '46.7%', '65%', '95%', 'â
          # seed_table_explained.md: a command's setting (dropout 0.2, the seed's and PROFILE=full's), the GPU runs'
          # torch version, nanoGPT's README (its shakespeare_char model: 10.7M parameters, val 1.47); the seed's own
          # table is printed from pages.SEED_VAL / SEED_TRAIN / SEED_LAMBDA, not typed
-         '0.2', '2.11.0', '10.7M', '1.47'}
+         '0.2', '2.11.0', '10.7M', '1.47',
+         # seed_table_explained.md: a prediction's threshold, written before its runs (time_norm's Diff cells
+         # within 0.05 of causal)
+         '0.05'}
 
 # The parts of a page still typed by hand while it is converted section by section: {{ NOT_RENDERED }} to
 # {{ RENDERED }} (or the template's end), named on the page by its note; the lint skips them, the byte-for-byte and
