@@ -629,10 +629,12 @@ def dist1(s):
 class Full(Runs):
     """One homogeneous group of a sweep at the seed's schedule (PROFILE=full), at one depth."""
 
+    tail = TAIL  # the train step's window
+
     def v(self, variant, m='val', seeds=None):
-        """{seed: m}: 'val' the final val loss, 'step' the train step, 'dist' mean |1 − λ_full|, 'copied' the first
-        eval step with val below COPIED (None where none is)."""
-        read = dict(val=VAL, step=train_step, dist=dist1,
+        """{seed: m}: 'val' the final val loss, 'step' the train step (over the last self.tail steps), 'dist' mean
+        |1 − λ_full|, 'copied' the first eval step with val below COPIED (None where none is)."""
+        read = dict(val=VAL, step=lambda s: train_step(s, self.tail), dist=dist1,
                     copied=lambda s: next((e['iter'] for e in s['_log'] if e.get('kind') == 'eval'
                                            and e['val_loss'] < COPIED), None))[m]
         return self.values(variant, read, 'summary.json', seeds)
@@ -702,9 +704,9 @@ def ordered(g, variants, m='val', fmt='{:.3f}'):
 # A page converted section by section: {{ NOT_RENDERED }} ... {{ RENDERED }} (both render as nothing) bound the parts
 # still typed by hand, which the page's note names and tests/test_pages.py's lint of typed numbers skips
 NOT_RENDERED_NOTE = ("> **Not yet rendered in full.** Rendered from the committed runs by `evidence/pages.py`: "
-                     "the first bullet below and the sections from \"The hypothesis\" to \"`time_norm`\". "
-                     "Every other number on this page (the rest of the status, and the sections from \"`zero_future` "
-                     "at the seed's dropout 0.2\" on) is still typed by hand and may not match the runs.")
+                     "the first bullet below and the sections from \"The hypothesis\" to \"`zero_future` at the seed's dropout 0.2\". "
+                     "Every other number on this page (the rest of the status, and the sections from \"Every "
+                     "mechanism, side by side\" on) is still typed by hand and may not match the runs.")
 
 
 CPU_TAIL = 100  # cpu_long's "train step": the mean training-step loss over its last eval interval, 100 steps
@@ -785,10 +787,16 @@ LEAKS = {k: 'results/shakespeare_cpu_long' + f for k, f in dict(
     CA2='_dropout0.2', FP32='_fp32').items()}
 
 
+def dag(folder, variant, seed=1):
+    """'†' where the run is of superseded numerics (report.provenance), else ''."""
+    return '†' if report.provenance(cell_run(folder, variant, seed))['superseded'] else ''
+
+
 def one_group(folder, depth='3L'):
     """The folder's runs at depth as one homogeneous group (Full: val, step, dist), refused where they are not: the
     page pools its seeds."""
     g = Full(folder, depth)
+    g.tail = CPU_TAIL if 'cpu_long' in folder else TAIL
     if g.others:
         raise SystemExit(f'pages.py: {folder} is not one homogeneous group: show each group on its own')
     return g
@@ -814,7 +822,7 @@ def seed_table_names():
                 WORST0=max(V6, key=lambda v: value('results/shakespeare_cpu_long_noncausal', v)),
                 WORSTC=max(V6, key=lambda v: value('results/shakespeare_cpu_long', v)), **LEAKS,
                 zf=one_group(LEAKS['ZF0']), ca0=one_group('results/shakespeare_cpu_long'),
-                yes=lambda ok: 'yes' if ok else 'no',
+                yes=lambda ok: 'yes' if ok else 'no', dag=dag,
                 d2=lambda f, g, v: num(value(f, v) - value(g, v), '{:+.2f}'))
 
 
