@@ -704,9 +704,9 @@ def ordered(g, variants, m='val', fmt='{:.3f}'):
 # A page converted section by section: {{ NOT_RENDERED }} ... {{ RENDERED }} (both render as nothing) bound the parts
 # still typed by hand, which the page's note names and tests/test_pages.py's lint of typed numbers skips
 NOT_RENDERED_NOTE = ("> **Not yet rendered in full.** Rendered from the committed runs by `evidence/pages.py`: "
-                     "the first bullet below and the sections from \"The hypothesis\" to \"`zero_future` at the seed's dropout 0.2\". "
-                     "Every other number on this page (the rest of the status, and the sections from \"Every "
-                     "mechanism, side by side\" on) is still typed by hand and may not match the runs.")
+                     "the first bullet below and the sections from \"The hypothesis\" to \"Every mechanism, side by side\". "
+                     "Every other number on this page (the rest of the status, and the sections from \"`zero_future` "
+                     "at the seed's schedule\" on) is still typed by hand and may not match the runs.")
 
 
 CPU_TAIL = 100  # cpu_long's "train step": the mean training-step loss over its last eval interval, 100 steps
@@ -792,6 +792,32 @@ def dag(folder, variant, seed=1):
     return '†' if report.provenance(cell_run(folder, variant, seed))['superseded'] else ''
 
 
+MECH = [LEAKS[k] if k in LEAKS else k for k in ('results/shakespeare_cpu_long', 'CA2', 'results/shakespeare_cpu_long_noncausal',
+                                                   'results/shakespeare_cpu_long_noncausal_dropout0.2', 'OB0', 'OB2',
+                                                   'ZF0', 'ZF2', 'AN0', 'AN2', 'TN0', 'TN2')]
+
+
+def mechanisms_table():
+    """A row per sweep of MECH (3L), a column per SEED_VARIANTS: train step (report.train_step_loss) / val at the
+    last step, mean ± std over each homogeneous group of a cell's seeds (n where more than one), † for superseded
+    numerics."""
+    rows = ['| sweep, depth: train step / val | ' + ' | '.join(NAMES.get(v, v) for v in SEED_VARIANTS) + ' |',
+            '|---' * 6 + '|']
+    for f in MECH:
+        runs, cells = claims.runs_of(f), []
+        for v in SEED_VARIANTS:
+            ok = finished(runs.get((v, '3L'), dict(ok=[])))
+            parts = []
+            for g in homogeneous(ok).values():
+                mark = '†' if report.provenance(g[0])['superseded'] else ''
+                parts.append(f"{report.mean_std([report.train_step_loss(s) for s in g])} / "
+                             f"{report.mean_std([s['final_val_loss'] for s in g])}{mark}"
+                             + (f' (n={len(g)})' if len(g) > 1 else ''))
+            cells.append('; '.join(parts) or '—')
+        rows.append(f'| {os.path.basename(f)} 3L | ' + ' | '.join(cells) + ' |')
+    return '\n'.join(rows)
+
+
 def one_group(folder, depth='3L'):
     """The folder's runs at depth as one homogeneous group (Full: val, step, dist), refused where they are not: the
     page pools its seeds."""
@@ -822,7 +848,7 @@ def seed_table_names():
                 WORST0=max(V6, key=lambda v: value('results/shakespeare_cpu_long_noncausal', v)),
                 WORSTC=max(V6, key=lambda v: value('results/shakespeare_cpu_long', v)), **LEAKS,
                 zf=one_group(LEAKS['ZF0']), ca0=one_group('results/shakespeare_cpu_long'),
-                yes=lambda ok: 'yes' if ok else 'no', dag=dag,
+                yes=lambda ok: 'yes' if ok else 'no', dag=dag, MECH=MECH, mechanisms_table=mechanisms_table, os=os,
                 d2=lambda f, g, v: num(value(f, v) - value(g, v), '{:+.2f}'))
 
 
