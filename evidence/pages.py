@@ -16,6 +16,7 @@ Pooling follows the claims' rule (report.computed_on: processor, number format, 
 a Runs object holds one homogeneous group, and a page that has runs of several groups shows each group on its own.
 """
 import argparse
+import json
 import os
 import re
 import statistics
@@ -704,9 +705,9 @@ def ordered(g, variants, m='val', fmt='{:.3f}'):
 # A page converted section by section: {{ NOT_RENDERED }} ... {{ RENDERED }} (both render as nothing) bound the parts
 # still typed by hand, which the page's note names and tests/test_pages.py's lint of typed numbers skips
 NOT_RENDERED_NOTE = ("> **Not yet rendered in full.** Rendered from the committed runs by `evidence/pages.py`: "
-                     "the first bullet below and the sections from \"The hypothesis\" to \"Every mechanism, side by side\". "
+                     "the first bullet below and the sections from \"The hypothesis\" to \"The seed's own pipeline\". "
                      "Every other number on this page (the rest of the status, and the sections from \"`zero_future` "
-                     "at the seed's schedule\" on) is still typed by hand and may not match the runs.")
+                     "at the seed's schedule, the result\" on) is still typed by hand and may not match the runs.")
 
 
 CPU_TAIL = 100  # cpu_long's "train step": the mean training-step loss over its last eval interval, 100 steps
@@ -818,6 +819,33 @@ def mechanisms_table():
     return '\n'.join(rows)
 
 
+def log_rows(folder, run):
+    """A committed run's log.jsonl (finished or not), its rows in order."""
+    with open(os.path.join(claims.HERE, folder, run, 'log.jsonl'), encoding='utf-8') as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def ev(folder, run, it, key='val_loss'):
+    """key of the eval at step it in the run's log."""
+    return next(e[key] for e in log_rows(folder, run) if e.get('kind') == 'eval' and e['iter'] == it)
+
+
+def tmean(folder, run, lo, hi):
+    """The mean training-step loss over steps lo < iter <= hi of the run's log."""
+    return statistics.mean(e['loss'] for e in log_rows(folder, run) if e.get('kind') == 'train' and lo < e['iter'] <= hi)
+
+
+def last_iter(folder, run):
+    return max(e['iter'] for e in log_rows(folder, run) if e.get('kind') == 'train')
+
+
+def written(text):
+    """A number that is not a result of the runs, kept as written: a prediction's range or threshold as it was
+    written before its runs, or another source's number (the seed's author's posts). The template names it so, and
+    tests/test_pages.py's lint of typed numbers passes it."""
+    return text
+
+
 def one_group(folder, depth='3L'):
     """The folder's runs at depth as one homogeneous group (Full: val, step, dist), refused where they are not: the
     page pools its seeds."""
@@ -848,7 +876,10 @@ def seed_table_names():
                 WORST0=max(V6, key=lambda v: value('results/shakespeare_cpu_long_noncausal', v)),
                 WORSTC=max(V6, key=lambda v: value('results/shakespeare_cpu_long', v)), **LEAKS,
                 zf=one_group(LEAKS['ZF0']), ca0=one_group('results/shakespeare_cpu_long'),
-                yes=lambda ok: 'yes' if ok else 'no', dag=dag, MECH=MECH, mechanisms_table=mechanisms_table, os=os,
+                yes=lambda ok: 'yes' if ok else 'no', dag=dag, ev=ev, tmean=tmean, last_iter=last_iter,
+                log_rows=log_rows, written=written, SPANS=[(lo, lo + 250) for lo in range(0, 1000, 250)] + [(1000, last_iter('results/shakespeare_full_sequential_cpu', 'nanogpt_3L_s1'))],
+                ZFC='results/shakespeare_full_leak_zero_future_cpu', FC='results/shakespeare_full_cpu',
+                SEQ='results/shakespeare_full_sequential_cpu', PIPE='results/shakespeare_seed_pipeline_cpu', MECH=MECH, mechanisms_table=mechanisms_table, os=os,
                 d2=lambda f, g, v: num(value(f, v) - value(g, v), '{:+.2f}'))
 
 

@@ -106,6 +106,9 @@ TYPED = {'0.1', '0.3', '1.000', '3.1', '3.3%', '4.8%', '46.7%', '65%', '95%', 'â
          # within 0.05 of causal)
          '0.05'}
 
+# A prediction's range as written before its runs, or another source's number, a template passes through
+# {{ written('...') }} (pages.written), which names it as not a result; the lint strips it with every expression
+
 # The parts of a page still typed by hand while it is converted section by section: {{ NOT_RENDERED }} to
 # {{ RENDERED }} (or the template's end), named on the page by its note; the lint skips them, the byte-for-byte and
 # hand-edit tests do not
