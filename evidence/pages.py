@@ -705,9 +705,9 @@ def ordered(g, variants, m='val', fmt='{:.3f}'):
 # A page converted section by section: {{ NOT_RENDERED }} ... {{ RENDERED }} (both render as nothing) bound the parts
 # still typed by hand, which the page's note names and tests/test_pages.py's lint of typed numbers skips
 NOT_RENDERED_NOTE = ("> **Not yet rendered in full.** Rendered from the committed runs by `evidence/pages.py`: "
-                     "the first bullet below and the sections from \"The hypothesis\" to \"The seed's own pipeline\". "
-                     "Every other number on this page (the rest of the status, and the sections from \"`zero_future` "
-                     "at the seed's schedule, the result\" on) is still typed by hand and may not match the runs.")
+                     "the first bullet below and the sections from \"The hypothesis\" to \"`zero_future` at the seed's schedule, the result\". "
+                     "Every other number on this page (the rest of the status, and the sections from "
+                     "\"`PROFILE=seed_pipeline` on the CPU\" on) is still typed by hand and may not match the runs.")
 
 
 CPU_TAIL = 100  # cpu_long's "train step": the mean training-step loss over its last eval interval, 100 steps
@@ -877,7 +877,7 @@ def seed_table_names():
                 WORSTC=max(V6, key=lambda v: value('results/shakespeare_cpu_long', v)), **LEAKS,
                 zf=one_group(LEAKS['ZF0']), ca0=one_group('results/shakespeare_cpu_long'),
                 yes=lambda ok: 'yes' if ok else 'no', dag=dag, ev=ev, tmean=tmean, last_iter=last_iter,
-                log_rows=log_rows, written=written, SPANS=[(lo, lo + 250) for lo in range(0, 1000, 250)] + [(1000, last_iter('results/shakespeare_full_sequential_cpu', 'nanogpt_3L_s1'))],
+                log_rows=log_rows, written=written, LONG=[1000, 2000, 3000, 4000, 5000], SPANS=[(lo, lo + 250) for lo in range(0, 1000, 250)] + [(1000, last_iter('results/shakespeare_full_sequential_cpu', 'nanogpt_3L_s1'))],
                 ZFC='results/shakespeare_full_leak_zero_future_cpu', FC='results/shakespeare_full_cpu',
                 SEQ='results/shakespeare_full_sequential_cpu', PIPE='results/shakespeare_seed_pipeline_cpu', MECH=MECH, mechanisms_table=mechanisms_table, os=os,
                 d2=lambda f, g, v: num(value(f, v) - value(g, v), '{:+.2f}'))
