@@ -705,9 +705,9 @@ def ordered(g, variants, m='val', fmt='{:.3f}'):
 # A page converted section by section: {{ NOT_RENDERED }} ... {{ RENDERED }} (both render as nothing) bound the parts
 # still typed by hand, which the page's note names and tests/test_pages.py's lint of typed numbers skips
 NOT_RENDERED_NOTE = ("> **Not yet rendered in full.** Rendered from the committed runs by `evidence/pages.py`: "
-                     "the first bullet below and the sections from \"The hypothesis\" to \"`zero_future` at the seed's schedule, the result\". "
-                     "Every other number on this page (the rest of the status, and the sections from "
-                     "\"`PROFILE=seed_pipeline` on the CPU\" on) is still typed by hand and may not match the runs.")
+                     "the first bullet below and the sections from \"The hypothesis\" to \"The same runs to step 10,000\". "
+                     "Every other number on this page (the rest of the status, and the sections from \"The rest of "
+                     "the 3-layer grid\" on) is still typed by hand and may not match the runs.")
 
 
 CPU_TAIL = 100  # cpu_long's "train step": the mean training-step loss over its last eval interval, 100 steps
@@ -846,6 +846,18 @@ def written(text):
     return text
 
 
+PIPE = 'results/shakespeare_seed_pipeline_cpu'
+
+
+def at(folder, run, it, key):
+    """A log's measure at the eval of step it: 'step' (the mean training-step loss over the 250 steps before it),
+    'train' (train split, eval mode), 'val', 'gap' (val − train)."""
+    if key == 'step':
+        return tmean(folder, run, it - 250, it)
+    train, val = ev(folder, run, it, 'train_loss'), ev(folder, run, it)
+    return dict(train=train, val=val, gap=val - train)[key]
+
+
 def one_group(folder, depth='3L'):
     """The folder's runs at depth as one homogeneous group (Full: val, step, dist), refused where they are not: the
     page pools its seeds."""
@@ -877,7 +889,11 @@ def seed_table_names():
                 WORSTC=max(V6, key=lambda v: value('results/shakespeare_cpu_long', v)), **LEAKS,
                 zf=one_group(LEAKS['ZF0']), ca0=one_group('results/shakespeare_cpu_long'),
                 yes=lambda ok: 'yes' if ok else 'no', dag=dag, ev=ev, tmean=tmean, last_iter=last_iter,
-                log_rows=log_rows, written=written, LONG=[1000, 2000, 3000, 4000, 5000], SPANS=[(lo, lo + 250) for lo in range(0, 1000, 250)] + [(1000, last_iter('results/shakespeare_full_sequential_cpu', 'nanogpt_3L_s1'))],
+                log_rows=log_rows, written=written, at=at, PEVALS=[2500, 5000, 7500, 10000],
+                drops=lambda r, m: [at(PIPE, r, k, m) - at(PIPE, r, k + 2500, m) for k in (2500, 5000, 7500)],
+                grows=lambda r: [at(PIPE, r, k + 2500, 'gap') - at(PIPE, r, k, 'gap') for k in (2500, 5000, 7500)],
+                ratios=lambda r: [b / a for a, b in zip(*(lambda d: (d[:-1], d[1:]))(
+                    [at(PIPE, r, k, 'train') - at(PIPE, r, k + 2500, 'train') for k in (2500, 5000, 7500)]))], LONG=[1000, 2000, 3000, 4000, 5000], SPANS=[(lo, lo + 250) for lo in range(0, 1000, 250)] + [(1000, last_iter('results/shakespeare_full_sequential_cpu', 'nanogpt_3L_s1'))],
                 ZFC='results/shakespeare_full_leak_zero_future_cpu', FC='results/shakespeare_full_cpu',
                 SEQ='results/shakespeare_full_sequential_cpu', PIPE='results/shakespeare_seed_pipeline_cpu', MECH=MECH, mechanisms_table=mechanisms_table, os=os,
                 d2=lambda f, g, v: num(value(f, v) - value(g, v), '{:+.2f}'))
