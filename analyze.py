@@ -206,10 +206,11 @@ def outlier_batch(cfg, val, device, n=8):
 
 # --- the CPU gate's page (results/pycode_gate_cpu/emergence.md): rendered from the run's files, never typed
 
-# Claim 5's outlier precondition, fixed before any run here (claims.py's NEEDS['outliers_pc'] reads the same
+# Claim 5's outlier precondition, fixed before any run here (evidence/claims.py's NEEDS['outliers_pc'] reads the same
 # numbers): a baseline has outliers when some block's token-0 kurtosis exceeds 50 and its largest |activation| is
-# over 100x the median. 50: well past a Gaussian's 3 and a one-hot vector's ~d (256 here) halved, where Kaul et al.'s
-# baselines sit at 1657; 100x: the lenient end of Sun et al.'s massive activations (~1000x).
+# over 100x the median. 50: far past a Gaussian's 3, a fifth of the most d = 256 channels can have (one channel
+# carrying everything: (d^2 - 3d + 3) / (d - 1) = 254), where Kaul et al.'s wider baselines sit at 1657; 100x: the
+# lenient end of Sun et al.'s massive activations (~1000x).
 OUTLIER_KURTOSIS, OUTLIER_RATIO = 50, 100
 # "clearly rising", the gate's reading of a curve: the mean of its last fifth of points at least RISING times the mean
 # of its first fifth. Written after the first 400 steps of an earlier attempt of the gate had been seen (max/median

@@ -153,7 +153,7 @@ def variant_key(v):
 
 # The commits that changed what a model computes, not only how fast or in which order: (commit, date, what changed,
 # which runs' configs it changes). A run trained before one, in a config it changes, is of superseded numerics: the
-# tables name it, and a claim resting on it renders no verdict (claims.py). Changes of summation order, thread count,
+# tables name it, and a claim resting on it renders no verdict (evidence/claims.py). Changes of summation order, thread count,
 # mask bits or speed (e.g. ea59eef's 16-bit dropout masks, 21de5f8's blocked CPU attention) draw other random numbers
 # from the same model and are not listed.
 NUMERICS = [
@@ -640,7 +640,7 @@ def curve_table(runs, max_cols=11):
     return '\n'.join(lines)
 
 
-# The claims' rule for what a table calls a difference (claims.py's verdict): from fewer than 3 seeds (paired) or
+# The claims' rule for what a table calls a difference (evidence/claims.py's verdict): from fewer than 3 seeds (paired) or
 # runs a side (Welch) the 95% interval is shown but not called. On 2 it has 1 degree of freedom, t(0.975, 1) = 12.7,
 # and rests on one estimate of the spread
 MIN_SEEDS = 3

@@ -877,7 +877,7 @@ def bash4_constructs(text):
 def test_ablate_sh_is_bash_3_2():
     """ablate.sh runs under macOS's bash 3.2: none of bash 4's constructs, and no command that macOS lacks. (No bash
     3.2 here to run it in; test_ablate_runs_under_bash_3_2 does where there is one.)"""
-    for script in ('ablate.sh', 'loan.sh'):
+    for script in ('ablate.sh', 'evidence/loan.sh'):
         assert bash4_constructs(open(os.path.join(ROOT, script)).read()) == [], script
     sample = ('declare -A seen\nwhile [ $n -gt 0 ]; do wait -n; done\nmapfile -t runs < list\necho "${v,,} ${v^^}"\n'
               'cmd &>> log\ncmd |& tee\nflock -n "$d/.lock" true  # a comment: wait -n\ntaskset -c 0 python\n'

@@ -13,6 +13,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, 'evidence'))  # bench_gpu.py, gpu_queue.py
 import bench_gpu  # noqa: E402
 import gpu_queue  # noqa: E402
 import dataset  # noqa: E402
@@ -27,7 +28,7 @@ def shakespeare_char():
 
 
 def check(*args, out):
-    p = subprocess.run([sys.executable, 'bench_gpu.py', '--dry-run', '--out', str(out), *args], cwd=ROOT,
+    p = subprocess.run([sys.executable, 'evidence/bench_gpu.py', '--dry-run', '--out', str(out), *args], cwd=ROOT,
                        capture_output=True, text=True, timeout=1200)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     return json.load(open(out / 'results.json'))
@@ -87,7 +88,7 @@ def test_the_queue_dry_run_runs_every_job_and_packs_its_runs_into_one_file(tmp_p
     # the check jobs (sanity first, gpt2_124M last): each its steps' results.json, results.md and log.txt (the dry
     # run: its env step; test_the_dry_run_exercises_every_step runs the steps)
     checks = [r for j in q for r in j['finished'] if r.startswith('gpu_check/')]
-    assert q[0]['job'] == 'sanity' and q[-1]['job'] == 'gpt2_124M' and len(checks) == 3, q  # and jobs_at_once
+    assert q[0]['job'] == 'sanity' and q[-1]['job'] == 'gpt2_124M' and len(checks) == 4, q  # capture_suite, jobs
     for c in checks:
         assert all(f'results/{c}/{f}' in names for f in gpu_queue.CHECK), names
     sanity = json.load(tarfile.open(tmp_path / 'runs.tar.gz').extractfile(f'results/{checks[0]}/results.json'))
@@ -222,6 +223,7 @@ STUBBORN = ("trap '' TERM INT; sleep 600 & echo $! >> {pids}; setsid sleep 600 &
             "while :; do wait; done")
 WAITER = """import os, subprocess, sys, time
 sys.path.insert(0, {root!r})
+sys.path.insert(0, {root!r} + '/evidence')
 import gpu_queue
 p = subprocess.Popen(['sh', '-c', {cmd!r}], start_new_session=True)
 while not os.path.exists({pids!r}) or len(open({pids!r}).read().split()) < 3:
@@ -266,7 +268,8 @@ def loan_repo(tmp_path):
     ignores (as data/*/input.txt)."""
     repo = tmp_path / 'repo'
     repo.mkdir()
-    for f in ('loan.sh', 'gpu_queue.py', '.gitignore'):
+    (repo / 'evidence').mkdir()
+    for f in ('evidence/loan.sh', 'evidence/gpu_queue.py', '.gitignore'):
         (repo / f).write_text(open(os.path.join(ROOT, f)).read())
     (repo / 'data' / 'toy').mkdir(parents=True)
     (repo / 'data' / 'toy' / 'input.txt').write_text('to be or not to be\n')
@@ -278,7 +281,7 @@ def loan_repo(tmp_path):
 
 def loan(repo, *args, **env):
     e = dict(os.environ, LOAN_WORK=str(repo.parent / 'work'), PYTHON=sys.executable, **env)
-    return subprocess.run(['bash', str(repo / 'loan.sh'), *args], cwd=repo, env=e, capture_output=True, text=True,
+    return subprocess.run(['bash', str(repo / 'evidence' / 'loan.sh'), *args], cwd=repo, env=e, capture_output=True, text=True,
                           timeout=60)
 
 
@@ -295,15 +298,16 @@ def test_a_loan_runs_one_commit_from_a_clean_checkout_and_writes_outside_the_tre
     without .git, every run recorded commit None, and bench_gpu.md's own set-up made every run dirty)."""
     empty = tmp_path / 'empty'
     empty.mkdir()
-    (empty / 'loan.sh').write_text(open(os.path.join(ROOT, 'loan.sh')).read())
+    (empty / 'evidence').mkdir()
+    (empty / 'evidence' / 'loan.sh').write_text(open(os.path.join(ROOT, 'evidence', 'loan.sh')).read())
     git(empty, 'init', '-q')
     p = loan(empty, 'pack')
     assert p.returncode == 2 and 'has no commit' in p.stderr, p.stderr
     repo = loan_repo(tmp_path)
-    (repo / 'gpu_queue.py').write_text('# changed\n')
+    (repo / 'evidence' / 'gpu_queue.py').write_text('# changed\n')
     p = loan(repo, 'pack')
     assert p.returncode == 2 and 'uncommitted changes' in p.stderr and 'gpu_queue.py' in p.stderr, p.stderr
-    git(repo, 'checkout', '--', 'gpu_queue.py')
+    git(repo, 'checkout', '--', 'evidence/gpu_queue.py')
     p = loan(repo, 'pack')
     assert p.returncode == 0 and (repo / '.loan' / 'repo.bundle').exists(), p.stderr
     assert git(repo, 'status', '--porcelain') == ''  # .loan is ignored
@@ -316,7 +320,7 @@ def test_a_loan_runs_one_commit_from_a_clean_checkout_and_writes_outside_the_tre
     assert (out / 'commit').read_text().strip() == (out / 'claimed').read_text().strip() == head
     assert (out / 'status').read_text() == '' and (out / 'data').read_text() == 'to be or not to be\n'
     assert not (out / 'where').read_text().startswith(str(repo)) and not (tmp_path / 'work').exists()
-    (repo / 'gpu_queue.py').write_text('# changed after packing\n')
+    (repo / 'evidence' / 'gpu_queue.py').write_text('# changed after packing\n')
     shutil.rmtree(out)
     p = loan(repo, 'run', '--out', str(out), LOAN_COMMAND=RECORD)
     assert p.returncode == 2 and 'differs from the packed commit' in p.stderr and 'gpu_queue.py' in p.stderr
@@ -331,7 +335,7 @@ def test_a_stopped_loan_leaves_no_process_behind(tmp_path):
     pids = tmp_path / 'pids'
     e = dict(os.environ, LOAN_WORK=str(tmp_path / 'work'), PYTHON=sys.executable, LOAN_GRACE='1',
              LOAN_COMMAND=STUBBORN.format(pids=pids))
-    p = subprocess.Popen(['bash', str(repo / 'loan.sh'), 'run', '--out', str(tmp_path / 'out')], cwd=repo, env=e,
+    p = subprocess.Popen(['bash', str(repo / 'evidence' / 'loan.sh'), 'run', '--out', str(tmp_path / 'out')], cwd=repo, env=e,
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     started = []
     try:
@@ -399,8 +403,8 @@ def test_a_failed_sanity_stops_the_queue(tmp_path, monkeypatch):
 
 
 def test_bench_gpu_md_shows_the_queue_as_the_code_has_it():
-    """results/bench_gpu.md's table of the queue is rendered from gpu_queue.QUEUE (`python bench_gpu.py
+    """results/bench_gpu.md's table of the queue is rendered from gpu_queue.QUEUE (`python evidence/bench_gpu.py
     --queue-table`): each job's estimate is the code's (it said 240 s for a sanity whose estimate was 300)."""
     page = open(os.path.join(ROOT, 'results', 'bench_gpu.md')).read()
-    assert bench_gpu.queue_table() in page, 'paste `python bench_gpu.py --queue-table` into results/bench_gpu.md'
-    assert 'a fifteenth' not in open(os.path.join(ROOT, 'gpu_queue.py')).read()
+    assert bench_gpu.queue_table() in page, 'paste `python evidence/bench_gpu.py --queue-table` into results/bench_gpu.md'
+    assert 'a fifteenth' not in open(os.path.join(ROOT, 'evidence', 'gpu_queue.py')).read()

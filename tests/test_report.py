@@ -12,6 +12,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, 'evidence'))  # claims.py
 import report  # noqa: E402
 
 CONFIG = dict(dataset='shakespeare_char', causal=True, dropout=0.0, max_iters=500, lr_decay_iters=500,
@@ -714,7 +715,7 @@ def test_runs_of_other_machines_formats_or_superseded_numerics_are_named(tmp_pat
 
 def test_claims_pages_are_what_claims_py_renders():
     """results/claims.md and README's "What we found" block are rendered from claims.py's TESTS and the committed runs:
-    a hand edit of a number or a verdict in either fails here (python claims.py renders them again)."""
+    a hand edit of a number or a verdict in either fails here (python evidence/claims.py renders them again)."""
     import claims
     claims._RUNS.clear()
     md, readme = claims.render()
@@ -1034,7 +1035,7 @@ def test_runs_table_tokens_per_second_of_a_one_window_run(tmp_path):
 
 def test_every_function_of_the_renderers_is_within_80_lines():
     import ast
-    for name in ('report.py', 'claims.py'):
+    for name in ('report.py', 'evidence/claims.py'):
         tree = ast.parse(open(os.path.join(ROOT, name)).read())
         long = [f'{n.name} ({n.end_lineno - n.lineno + 1} lines)' for n in ast.walk(tree)
                 if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.end_lineno - n.lineno + 1 > 80]

@@ -1,18 +1,18 @@
 """
 The GPU queue: the runs that results/ waits on, as jobs sized to one call of a short GPU loan, in the order they move
-a verdict. Whenever a GPU is lent, the first command on it is (after `bash loan.sh pack` on the checkout: the commit,
+a verdict. Whenever a GPU is lent, the first command on it is (after `bash evidence/loan.sh pack` on the checkout: the commit,
 carried in .loan/)
 
-    bash loan.sh run --budget 540 --out DIR   # a clean checkout of that commit: python bench_gpu.py --next there
+    bash evidence/loan.sh run --budget 540 --out DIR   # a clean checkout of that commit: bench_gpu.py --next there
 
 which runs every job below, in order, whose runs results/ does not yet hold, while the job's estimate fits the
 budget left. Each run's small files are packed into DIR/runs.tar.gz the moment it finishes (one file: a loan brings
 back at most 8 files from at most 2 folders down), so a job cut at the budget still brings back every finished run,
 and DIR/queue.json lists what did not finish. Back on a checkout of the same commit:
 
-    python gpu_queue.py collect DIR     # DIR/runs.tar.gz into results/ (never over a different run, never a run
+    python evidence/gpu_queue.py collect DIR     # DIR/runs.tar.gz into results/ (never over a different run, never a run
                                         # without a commit, from a dirty tree, off CUDA or of other sweep settings)
-    python gpu_queue.py list            # the queue: each job, its estimate, and how many of its runs results/ holds
+    python evidence/gpu_queue.py list            # the queue: each job, its estimate, and how many of its runs results/ holds
 
 A job is a list of ablate.sh launches started together (each its own sweep folder, SWEEP=<name>); a run counts as
 held once results/<sweep>/<run>/summary.json is committed, so a collected job is skipped by the next call. A check
@@ -37,7 +37,8 @@ import threading
 import time
 from dataclasses import dataclass
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository's root
+sys.path.insert(0, HERE)  # sweep.py
 RESULTS = os.path.join(HERE, 'results')
 
 SEED5 = 'nanogpt diff sym diff_sym norm_sym'
@@ -48,7 +49,7 @@ SMALL = ('summary.json', 'log.jsonl', 'analysis.json', 'needle_eval.json')
 CHECK = ('results.json', 'results.md', 'log.txt')  # what a check job brings back, into results/gpu_check/<name>/
 # the code a check job checks: a committed check at a commit where these equal the tree's holds for the tree
 CODE = ('model.py', 'train.py', 'cuda_graph.py', 'dataset.py', 'processes.py', 'config.py', 'hardware.py',
-        'rundir.py', 'checkpoint.py', 'orthoadam.py', 'output.py', 'tests/test_cuda.py', 'bench_gpu.py', 'ablate.sh',
+        'rundir.py', 'checkpoint.py', 'orthoadam.py', 'output.py', 'tests/test_cuda.py', 'evidence/bench_gpu.py', 'ablate.sh',
         'sweep.py')
 
 
@@ -454,7 +455,7 @@ def run_check(job, out, deadline, python, scratch, check_args=(), steps=()):
     os.makedirs(os.path.join(stage, 'logs'), exist_ok=True)
     budget = max(1, int(min(deadline - time.monotonic(), 1.25 * job.estimate_s)))
     with open(os.path.join(stage, 'logs', f'{job.name}.log'), 'a') as log:
-        cmd = [python, 'bench_gpu.py', '--steps', *steps_run, '--budget', str(budget), '--out', check,
+        cmd = [python, 'evidence/bench_gpu.py', '--steps', *steps_run, '--budget', str(budget), '--out', check,
                '--scratch', os.path.join(check, 'scratch'), *check_args]
         p = subprocess.Popen(cmd, cwd=HERE, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         wait_all([p], time.monotonic() + budget + 30)  # its own budget, and then SIGTERM to it and its steps
@@ -504,7 +505,7 @@ def refusal(src, sweep, results, waive=()):
         return f"its record is unreadable ({e})"
     commit = code.get('commit')
     reasons = dict(
-        commit=None if commit else "no commit recorded (the tree ran without its .git: start a loan with loan.sh, "
+        commit=None if commit else "no commit recorded (the tree ran without its .git: start a loan with evidence/loan.sh, "
                                    "which carries it)",
         dirty=None if not commit or code.get('dirty') is False else
         f"ran from a tree with uncommitted changes at {commit[:7]} (loan.sh refuses one)",

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # A GPU loan's first command, so that every run it brings back carries its commit (or none runs). Two halves:
 #
-#   bash loan.sh pack                   # here, on a checkout: .loan/repo.bundle, the commit packed for the transfer
-#   bash loan.sh run [--budget 540] [--out DIR] [more bench_gpu.py arguments]
+#   bash evidence/loan.sh pack                   # here, on a checkout: .loan/repo.bundle, the commit packed for the transfer
+#   bash evidence/loan.sh run [--budget 540] [--out DIR] [more bench_gpu.py arguments]
 #                                       # there, first thing on the device: the GPU queue, from a clean checkout
 #
 # pack refuses a tree with uncommitted changes (untracked files included) or without a commit. .loan/ is ignored by
@@ -10,16 +10,16 @@
 # .loan/repo.bundle or one that differs from the packed commit (a file changed after packing); it clones the bundle
 # outside the tree (LOAN_WORK, default /tmp/loan.<pid>, removed at the end), copies in what the tree holds and git
 # ignores under data/ (input.txt, prepared tokens, data/pycode/downloads), and runs
-# `python bench_gpu.py --next --budget B --out DIR` in the clone with BENCH_GPU_COMMIT set, so its env step checks
+# `python evidence/bench_gpu.py --next --budget B --out DIR` in the clone with BENCH_GPU_COMMIT set, so its env step checks
 # the commit again. DIR must be outside the tree and the clone (default $OUT/q where the loan gives an $OUT, else
-# /tmp/loan_out.<pid>). Back on the checkout: `python gpu_queue.py collect DIR` (it refuses a run without a commit,
+# /tmp/loan_out.<pid>). Back on the checkout: `python evidence/gpu_queue.py collect DIR` (it refuses a run without a commit,
 # from a dirty tree, off CUDA, or of other sweep settings).
 # Every process it starts ends with it: a SIGTERM or SIGINT goes to bench_gpu.py (which stops its step: TERM, then
 # KILL), and LOAN_GRACE seconds later (default 60) whatever this script started and is left is killed. Exit 2: a
 # refusal (said on stderr); 130/143: stopped. LOAN_COMMAND replaces the bench_gpu.py command line (a test's stand-in).
 # Portable bash (macOS's 3.2).
 set -u
-HERE=$(cd "$(dirname "$0")" && pwd)
+HERE=$(cd "$(dirname "$0")/.." && pwd)  # the repository's root
 PYTHON=${PYTHON:-python}
 die() { echo "loan.sh: $*" >&2; exit 2; }
 
@@ -41,7 +41,7 @@ pack() {
   git bundle create -q .loan/repo.bundle HEAD 2>/dev/null || git bundle create .loan/repo.bundle HEAD || exit 2
   git rev-parse HEAD > .loan/commit
   echo "loan.sh: packed $(cut -c1-7 .loan/commit) into .loan/ ($(du -h .loan/repo.bundle | cut -f1)); carry .loan" \
-       "with the tree, and run 'bash loan.sh run --out \$OUT/q' first on the device"
+       "with the tree, and run 'bash evidence/loan.sh run --out \$OUT/q' first on the device"
 }
 
 CHILD= WORK= STOPPED=
@@ -49,7 +49,8 @@ stop() {  # TERM to bench_gpu.py, LOAN_GRACE seconds for it, then KILL to whatev
   STOPPED=$1
   [ -n "$CHILD" ] || exit "$STOPPED"
   local tree ticks=0
-  tree=$(cd "$HERE" && "$PYTHON" -c 'import sys, gpu_queue; print(*gpu_queue.descendants([int(sys.argv[1])]))' $$)
+  tree=$(cd "$HERE" && "$PYTHON" -c 'import sys; sys.path[:0] = ["evidence", "."]; import gpu_queue
+print(*gpu_queue.descendants([int(sys.argv[1])]))' $$)
   kill -TERM "$CHILD" 2>/dev/null
   while kill -0 "$CHILD" 2>/dev/null && [ $ticks -lt $(( ${LOAN_GRACE:-60} * 5 )) ]; do
     sleep 0.2; ticks=$((ticks + 1))
@@ -74,7 +75,7 @@ run() {
     esac
   done
   [ -f "$HERE/.loan/repo.bundle" ] && [ -f "$HERE/.loan/commit" ] ||
-    die "no .loan/repo.bundle in $HERE: run 'bash loan.sh pack' on the checkout, and carry .loan with the tree"
+    die "no .loan/repo.bundle in $HERE: run 'bash evidence/loan.sh pack' on the checkout, and carry .loan with the tree"
   local commit; commit=$(cat "$HERE/.loan/commit")
   WORK=${LOAN_WORK:-/tmp/loan.$$}
   case "$out" in /*) ;; *) out=$(pwd)/$out ;; esac
@@ -106,7 +107,7 @@ run() {
   if [ -n "${LOAN_COMMAND:-}" ]; then
     (cd "$WORK/repo" && BENCH_GPU_COMMIT=$commit LOAN_OUT=$out exec sh -c "$LOAN_COMMAND") &
   else
-    (cd "$WORK/repo" && BENCH_GPU_COMMIT=$commit exec "$PYTHON" bench_gpu.py --next --budget "$budget" --out "$out" \
+    (cd "$WORK/repo" && BENCH_GPU_COMMIT=$commit exec "$PYTHON" evidence/bench_gpu.py --next --budget "$budget" --out "$out" \
        ${args[@]+"${args[@]}"}) &
   fi
   CHILD=$!
