@@ -28,6 +28,8 @@ DEFAULTS = dict(
                                   # best.pt (the best val loss's weights) is written at every improvement either way
     ckpt_interval=0,  # > 0: also write ckpt.pt every ckpt_interval steps between evals, so that a hard kill (the
                       # OOM killer, a lost node) loses at most that many steps; 0: at evals and stops only
+    outlier_interval=0,  # > 0: every outlier_interval steps, token-0 / rest kurtosis and max/median |activation| of
+                         # each block's output on one fixed val batch into log.jsonl (analyze.outlier_record)
     init_from='scratch',          # 'scratch' | 'resume' (from out_dir/ckpt.pt)
     resume_strict=False,          # True: a resume refuses every changed training key, even one given on the
                                   # command line (ablate.sh: a sweep's run continues only as it was started)
@@ -185,8 +187,8 @@ def parse_config(argv):
 # the lowest value of each numeric training key (the model keys are checked by GPTConfig)
 RANGES = [(('batch_size', 'eval_interval', 'log_interval', 'eval_iters', 'gradient_accumulation_steps',
             'orthoadam_max_dim'), 1),
-          (('ckpt_interval', 'eval_group', 'max_iters', 'warmup_iters', 'lr_decay_iters', 'learning_rate', 'min_lr',
-            'weight_decay', 'grad_clip', 'beta1', 'beta2'), 0)]
+          (('ckpt_interval', 'outlier_interval', 'eval_group', 'max_iters', 'warmup_iters', 'lr_decay_iters',
+            'learning_rate', 'min_lr', 'weight_decay', 'grad_clip', 'beta1', 'beta2'), 0)]
 
 
 def check_ranges(cfg):
@@ -248,4 +250,4 @@ def usage():
 # keys that say where and how a run is computed, logged or saved, not what it computes: a resume may change them
 FREE_ON_RESUME = ('out_dir', 'init_from', 'eval_only', 'device', 'dtype', 'compile', 'compile_mode', 'cuda_graph',
                   'eval_group', 'wandb_log', 'wandb_project', 'wandb_run_name', 'wandb_mode', 'log_interval',
-                  'always_save_checkpoint', 'ckpt_interval', 'resume_strict')
+                  'always_save_checkpoint', 'ckpt_interval', 'outlier_interval', 'resume_strict')

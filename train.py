@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 
+from analyze import outlier_batch, outlier_record
 from checkpoint import load_resumed, mend_best, restore_optimizer, save_checkpoint
 from config import MODEL_KEYS, config_files, explicit_keys, parse_config, pinned_model_keys
 from cuda_graph import CudaGraphs
@@ -216,6 +217,10 @@ def train(cfg, env, state, log, clock, data, stop):
         log.progress('iteration', state.iter_num, cfg['max_iters'])
         if state.iter_num % cfg['log_interval'] == 0:
             log_step(cfg, env, state, log, clock, loss_sum, lr)
+        if cfg['outlier_interval'] and state.iter_num % cfg['outlier_interval'] == 0:
+            with clock.paused():  # a measurement, not training time: rank 0 only, on one fixed val batch
+                master_first(env, lambda: log.write(dict(iter=state.iter_num, kind='outliers', **outlier_record(
+                    state.raw_model, outlier_batch(cfg, data[1], env.device), env.autocast))))
         if stop.poll():
             return save_at_stop(cfg, env, state, log)
 
@@ -490,7 +495,8 @@ def write_summary(cfg, env, state, log, clock, finished):
         lambda_table=table, tokens_per_sec=clock.tokens_per_sec(), wall_time_s=clock.totals()['wall_time'],
         mfu_peak_flops=clock.peak, mfu_peak_source=clock.peak_source, peak_memory_mb=peak_memory_mb(env.device),
         device=env.device, dtype=env.dtype, world_size=env.world, compile=env.compile, cuda_graph=env.cuda_graph,
-        torch_version=torch.__version__, code=state.code, machine=machine(env.device))
+        torch_version=torch.__version__, code=state.code,
+        corpus_sha256=load_meta(cfg['dataset']).get('corpus_sha256'), machine=machine(env.device))
     if finished:
         write_json(run_path(cfg, 'summary.json'), summary)
     log.close(summary)
