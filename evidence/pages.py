@@ -705,9 +705,9 @@ def ordered(g, variants, m='val', fmt='{:.3f}'):
 # A page converted section by section: {{ NOT_RENDERED }} ... {{ RENDERED }} (both render as nothing) bound the parts
 # still typed by hand, which the page's note names and tests/test_pages.py's lint of typed numbers skips
 NOT_RENDERED_NOTE = ("> **Not yet rendered in full.** Rendered from the committed runs by `evidence/pages.py`: "
-                     "the first bullet below and the sections from \"The hypothesis\" to \"The rest of the 3-layer grid\". "
-                     "Every other number on this page (the rest of the status, and the sections from \"`off_by_one`'s "
-                     "row at dropout 0.2 finished\" on) is still typed by hand and may not match the runs.")
+                     "the first bullet below and the sections from \"The hypothesis\" to \"`off_by_one`'s row at dropout 0.2 finished\". "
+                     "Every other number on this page (the rest of the status, and the sections from \"The rest of "
+                     "the grid at dropout 0.2\" on) is still typed by hand and may not match the runs.")
 
 
 CPU_TAIL = 100  # cpu_long's "train step": the mean training-step loss over its last eval interval, 100 steps
