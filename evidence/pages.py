@@ -705,9 +705,9 @@ def ordered(g, variants, m='val', fmt='{:.3f}'):
 # A page converted section by section: {{ NOT_RENDERED }} ... {{ RENDERED }} (both render as nothing) bound the parts
 # still typed by hand, which the page's note names and tests/test_pages.py's lint of typed numbers skips
 NOT_RENDERED_NOTE = ("> **Not yet rendered in full.** Rendered from the committed runs by `evidence/pages.py`: "
-                     "the first bullet below and the sections from \"The hypothesis\" to \"`off_by_one`'s row at dropout 0.2 finished\". "
-                     "Every other number on this page (the rest of the status, and the sections from \"The rest of "
-                     "the grid at dropout 0.2\" on) is still typed by hand and may not match the runs.")
+                     "the first bullet below and the sections from \"The hypothesis\" to \"The rest of the grid at dropout 0.2\". "
+                     "Every other number on this page (the rest of the status, and the section \"Diff's attention "
+                     "dropout under one rule\") is still typed by hand and may not match the runs.")
 
 
 CPU_TAIL = 100  # cpu_long's "train step": the mean training-step loss over its last eval interval, 100 steps
@@ -858,6 +858,15 @@ def at(folder, run, it, key):
     return dict(train=train, val=val, gap=val - train)[key]
 
 
+def cell_values(folder, variant, m='val', depth='3L'):
+    """{seed: value()} over a cell's finished runs, refused where they are not one homogeneous group (a cell's
+    seeds are pooled only as the claims' rule allows)."""
+    runs = finished(claims.runs_of(folder).get((variant, depth), dict(ok=[])))
+    if len(homogeneous(runs)) != 1:
+        raise SystemExit(f'pages.py: {folder} {variant} {depth}: its runs are not one homogeneous group')
+    return {s['_seed']: value(folder, variant, m, s['_seed'], depth) for s in runs}
+
+
 def one_group(folder, depth='3L'):
     """The folder's runs at depth as one homogeneous group (Full: val, step, dist), refused where they are not: the
     page pools its seeds."""
@@ -889,7 +898,8 @@ def seed_table_names():
                 WORSTC=max(V6, key=lambda v: value('results/shakespeare_cpu_long', v)), **LEAKS,
                 zf=one_group(LEAKS['ZF0']), ca0=one_group('results/shakespeare_cpu_long'),
                 yes=lambda ok: 'yes' if ok else 'no', dag=dag, ev=ev, tmean=tmean, last_iter=last_iter,
-                log_rows=log_rows, written=written, at=at, PEVALS=[2500, 5000, 7500, 10000],
+                log_rows=log_rows, written=written, at=at, cell_values=cell_values,
+                zv=lambda v, m='val': cell_values(LEAKS['ZF2'], v, m), PEVALS=[2500, 5000, 7500, 10000],
                 drops=lambda r, m: [at(PIPE, r, k, m) - at(PIPE, r, k + 2500, m) for k in (2500, 5000, 7500)],
                 grows=lambda r: [at(PIPE, r, k + 2500, 'gap') - at(PIPE, r, k, 'gap') for k in (2500, 5000, 7500)],
                 ratios=lambda r: [b / a for a, b in zip(*(lambda d: (d[:-1], d[1:]))(
