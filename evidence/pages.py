@@ -705,9 +705,8 @@ def ordered(g, variants, m='val', fmt='{:.3f}'):
 # A page converted section by section: {{ NOT_RENDERED }} ... {{ RENDERED }} (both render as nothing) bound the parts
 # still typed by hand, which the page's note names and tests/test_pages.py's lint of typed numbers skips
 NOT_RENDERED_NOTE = ("> **Not yet rendered in full.** Rendered from the committed runs by `evidence/pages.py`: "
-                     "the first bullet below and the sections from \"The hypothesis\" to \"The rest of the grid at dropout 0.2\". "
-                     "Every other number on this page (the rest of the status, and the section \"Diff's attention "
-                     "dropout under one rule\") is still typed by hand and may not match the runs.")
+                     "the first bullet below and every section from \"The hypothesis\" on. "
+                     "Every other number on this page (the rest of the status) is still typed by hand and may not match the runs.")
 
 
 CPU_TAIL = 100  # cpu_long's "train step": the mean training-step loss over its last eval interval, 100 steps
