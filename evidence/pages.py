@@ -702,11 +702,7 @@ def ordered(g, variants, m='val', fmt='{:.3f}'):
     return ', '.join(f'{NAMES.get(v, v)} {num(g.mean(v, m), fmt)}' for v in sorted(variants, key=lambda v: g.mean(v, m)))
 
 
-# A page converted section by section: {{ NOT_RENDERED }} ... {{ RENDERED }} (both render as nothing) bound the parts
-# still typed by hand, which the page's note names and tests/test_pages.py's lint of typed numbers skips
-NOT_RENDERED_NOTE = ("> **Not yet rendered in full.** Rendered from the committed runs by `evidence/pages.py`: "
-                     "the first bullet below and every section from \"The hypothesis\" on. "
-                     "Every other number on this page (the rest of the status) is still typed by hand and may not match the runs.")
+
 
 
 CPU_TAIL = 100  # cpu_long's "train step": the mean training-step loss over its last eval interval, 100 steps
@@ -866,6 +862,48 @@ def cell_values(folder, variant, m='val', depth='3L'):
     return {s['_seed']: value(folder, variant, m, s['_seed'], depth) for s in runs}
 
 
+def fmt_loss(y):
+    """A loss in the status table: three decimals below 0.1 (a copy), else two."""
+    return num(y, '{:.3f}' if y < 0.1 else '{:.2f}')
+
+
+def status_rows():
+    """The status table's rows: each mechanism's val at dropout 0 / 0.2 per variant (a cell's seeds pooled where they
+    are one homogeneous group: cell_values), * for Diff's earlier dropout rule."""
+    z = {'results/shakespeare_cpu_long': 'causal', 'results/shakespeare_cpu_long_noncausal': 'no mask',
+         LEAKS['OB0']: '`off_by_one` (key t + 1 visible)', LEAKS['ZF0']: '`zero_future` (future scores 0, not −∞)',
+         LEAKS['AN0']: '`after_norm` (mask after the softmax)',
+         LEAKS['TN0']: "`time_norm` (GroupNorm over time in Diff's subln)"}
+    pair = {'results/shakespeare_cpu_long': LEAKS['CA2'], 'results/shakespeare_cpu_long_noncausal':
+            'results/shakespeare_cpu_long_noncausal_dropout0.2', LEAKS['OB0']: LEAKS['OB2'], LEAKS['ZF0']: LEAKS['ZF2'],
+            LEAKS['AN0']: LEAKS['AN2'], LEAKS['TN0']: LEAKS['TN2']}
+    rows = []
+    for f0, name in z.items():
+        cells = []
+        for v in SEED_VARIANTS:
+            if (v, '3L') not in claims.runs_of(f0):
+                cells.append('—')
+                continue
+            a = statistics.mean(cell_values(f0, v).values())
+            b = statistics.mean(cell_values(pair[f0], v).values())
+            mark = '*' if report.provenance(cell_run(pair[f0], v))['superseded'] else ''
+            cell = f'{fmt_loss(a)} / {fmt_loss(b)}{mark}'
+            cells.append(f'**{cell}**' if f0 == LEAKS['OB0'] and v == 'norm_sym' else cell)
+        rows.append(f'  | {name} | ' + ' | '.join(cells) + ' |')
+    return '\n'.join(rows)
+
+
+def status_gaps():
+    """val − the seed's 3L value over the non-copying leak cells (zero_future, after_norm, time_norm at both
+    dropouts; a cell's seeds pooled where homogeneous)."""
+    out = []
+    for k in ('ZF0', 'ZF2', 'AN0', 'AN2', 'TN0', 'TN2'):
+        for v in SEED_VARIANTS:
+            if (v, '3L') in claims.runs_of(LEAKS[k]):
+                out.append(statistics.mean(cell_values(LEAKS[k], v).values()) - SEED_VAL['3L'][v])
+    return out
+
+
 def one_group(folder, depth='3L'):
     """The folder's runs at depth as one homogeneous group (Full: val, step, dist), refused where they are not: the
     page pools its seeds."""
@@ -883,7 +921,7 @@ def seed_table_names():
         if nc[d].others or (ca[d].others and d != '3L'):
             raise SystemExit(f'pages.py: the GPU sweeps at {d} are not as the page describes them: re-read its groups')
     ca3 = [Full(GPU_FULL, '3L', i) for i in range(ca['3L'].others + 1)]
-    return dict(NOT_RENDERED='', RENDERED='', NOT_RENDERED_NOTE=NOT_RENDERED_NOTE, nc=nc, ca=ca, ca3=ca3, D=DEPTHS, V=SEED_VARIANTS, SEED_VAL=SEED_VAL, SEED_TRAIN=SEED_TRAIN,
+    return dict(nc=nc, ca=ca, ca3=ca3, D=DEPTHS, V=SEED_VARIANTS, SEED_VAL=SEED_VAL, SEED_TRAIN=SEED_TRAIN,
                 SEED_LAMBDA=SEED_LAMBDA, full_table=full_table, pooled=pooled, ordered=ordered, GPU_FULL=GPU_FULL,
                 GPU_NONCAUSAL=GPU_NONCAUSAL, COPIED=COPIED, TAIL=TAIL, provenance=report.provenance,
                 num=num, span=span, pm=pm, seeds_text=seeds_text, k_of_n=k_of_n, interval=interval, noise=noise,
@@ -897,7 +935,8 @@ def seed_table_names():
                 WORSTC=max(V6, key=lambda v: value('results/shakespeare_cpu_long', v)), **LEAKS,
                 zf=one_group(LEAKS['ZF0']), ca0=one_group('results/shakespeare_cpu_long'),
                 yes=lambda ok: 'yes' if ok else 'no', dag=dag, ev=ev, tmean=tmean, last_iter=last_iter,
-                log_rows=log_rows, written=written, at=at, cell_values=cell_values,
+                log_rows=log_rows, written=written, at=at, cell_values=cell_values, status_rows=status_rows,
+                status_gaps=status_gaps,
                 zv=lambda v, m='val': cell_values(LEAKS['ZF2'], v, m), PEVALS=[2500, 5000, 7500, 10000],
                 drops=lambda r, m: [at(PIPE, r, k, m) - at(PIPE, r, k + 2500, m) for k in (2500, 5000, 7500)],
                 grows=lambda r: [at(PIPE, r, k + 2500, 'gap') - at(PIPE, r, k, 'gap') for k in (2500, 5000, 7500)],

@@ -109,17 +109,13 @@ TYPED = {'0.1', '0.3', '1.000', '3.1', '3.3%', '4.8%', '46.7%', '65%', '95%', '�
 # A prediction's range as written before its runs, or another source's number, a template passes through
 # {{ written('...') }} (pages.written), which names it as not a result; the lint strips it with every expression
 
-# The parts of a page still typed by hand while it is converted section by section: {{ NOT_RENDERED }} to
-# {{ RENDERED }} (or the template's end), named on the page by its note; the lint skips them, the byte-for-byte and
-# hand-edit tests do not
-UNRENDERED = re.compile(r'\{\{ NOT_RENDERED \}\}.*?(\{\{ RENDERED \}\}|\Z)', re.S)
 
 
 @pytest.mark.parametrize('page', list(pages.PAGES))
 def test_no_result_is_typed_in_a_template(page):
     """Outside {{ expressions }}, code blocks and `code`, a template types no decimal or percentage but TYPED's:
     a number from runs typed into the prose would not follow the runs."""
-    text = UNRENDERED.sub('', pages.template(page))
+    text = pages.template(page)
     for pattern in (r'\{\{.+?\}\}', r'```.*?```', r'`[^`]*`'):  # markdown's `code` may run over a line break
         text = re.sub(pattern, '', text, flags=re.S)
     typed = set(re.findall(r'(?<![\w.])[−-]?\d+(?:\.\d+)+[%BMK]?|(?<![\w.])[−-]?\d+(?:\.\d+)?%', text))
