@@ -36,7 +36,7 @@ import sys
 from scipy import stats
 
 from output import pyplot, read_log_lines, save_figure, write_text
-from sweep import FREE_ON_RESUME, LABELS as NAMES, PAIRS, PROFILES, VARIANTS, with_prefixes
+from sweep import FREE_ON_RESUME, LABELS as NAMES, PAIRS, PROFILES, VARIANTS, args_suffix, changed_by, with_prefixes
 
 # the variants and the comparisons are sweep.py's table: the seed's columns in its order, then ours, each also under
 # the prefixes (llama_, bb_, nd_)
@@ -497,7 +497,7 @@ def command(ok, sweep=None):
     env += ['ANALYZE=1'] if any(os.path.exists(os.path.join(s['_dir'], prof.analysis)) for s in ok) else []
     extra += ['--bos=True'] if common(ok, 'bos') == 'True' else []
     suffix = (f'_leak_{leak}' if leak != 'none' else '_noncausal' if 'CAUSAL=0' in env else '') + \
-        ('_sequential' if 'WINDOWS=sequential' in env else '')
+        ('_sequential' if 'WINDOWS=sequential' in env else '') + args_suffix(changed_by(prof.schedule.split(), extra))
     if sweep and sweep != f'{prof.data}_{name}{suffix}':
         env.insert(0, f'SWEEP={sweep}')
     return ' '.join(env + ['./ablate.sh'] + extra)
