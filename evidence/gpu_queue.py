@@ -511,6 +511,8 @@ def refusal(src, sweep, results, waive=()):
         f"ran from a tree with uncommitted changes at {commit[:7]} (loan.sh refuses one)",
         device=None if str(device).startswith('cuda') else f"ran on {device}, not a CUDA device (a dry run or a CPU "
                                                            f"fallback)")
+    if sweep != 'gpu_check':  # a pinned corpus (data/<dataset>/manifest.json): the run's tokens were those bytes
+        reasons['corpus'] = corpus_refusal(summary)
     ours, theirs = (os.path.join(os.path.dirname(src), 'sweep_settings'),
                     os.path.join(results, sweep, 'sweep_settings'))
     if sweep != 'gpu_check' and os.path.exists(ours) and os.path.exists(theirs):
@@ -523,10 +525,27 @@ def refusal(src, sweep, results, waive=()):
     return '; '.join(r for k, r in reasons.items() if r and k not in waive) or None
 
 
+def corpus_refusal(summary):
+    """Why a run on a pinned corpus (data/pycode: a manifest with its corpus_sha256) cannot join results/, or None:
+    the corpus the run recorded is not the manifest's, so the GPU's tokens were not the CPU runs' (another package
+    version, a prepare of other code). A dataset without a manifest pins nothing here."""
+    dataset = (summary.get('config') or {}).get('dataset')
+    try:
+        with open(os.path.join(HERE, 'data', str(dataset), 'manifest.json')) as f:
+            pinned = json.load(f).get('corpus_sha256')
+    except (OSError, ValueError):
+        return None
+    ran = summary.get('corpus_sha256')
+    if pinned and ran != pinned:
+        return (f"its corpus is {str(ran)[:12]}..., not data/{dataset}/manifest.json's {pinned[:12]}... (the device "
+                f"prepared other text: rebuild it there from the pinned wheels, python data/{dataset}/prepare.py)")
+    return None
+
+
 def collect(out, results=RESULTS, report=True, waive=()):
     """The runs of out/runs.tar.gz (or of out/results/<sweep>/<run>/) into results/: a run results/ lacks is copied;
     one it holds with the same files is left; one it holds with other files is refused (a run is never overwritten);
-    one that refusal() finds wrong (no commit, a dirty tree, not CUDA, other sweep settings) is refused, named with its
+    one that refusal() finds wrong (no commit, a dirty tree, not CUDA, another corpus, other sweep settings) is refused, named with its
     reason. Then report.py on each sweep. Returns (copied, same, refused: [(run, reason)])."""
     tar = os.path.join(out, Packer.TAR)
     if os.path.exists(tar):  # what a GPU call brought back: unpacked beside it, once

@@ -180,6 +180,20 @@ def test_collect_refuses_a_run_without_a_commit_from_a_dirty_tree_off_cuda_or_of
     assert 'refused a/norm_sym_3L_s1: ran on cpu, not a CUDA device' in capsys.readouterr().err
 
 
+def test_collect_refuses_a_run_on_a_pinned_corpus_that_is_not_the_manifests(tmp_path):
+    """data/pycode is pinned by its manifest's corpus hash, and every run records the hash of the text it trained on:
+    a GPU run whose corpus differs (the device prepared other text) is refused; the manifest's own is collected."""
+    pinned = json.load(open(os.path.join(ROOT, 'data', 'pycode', 'manifest.json')))['corpus_sha256']
+    out, results = tmp_path / 'out', tmp_path / 'results'
+    for run, corpus in (('pc_nanogpt_12L_s1', pinned), ('pc_softmax1_12L_s1', 'f' * 64)):
+        brought_back(out / 'results', 'pc', run, config=dict(dataset='pycode'), corpus_sha256=corpus)
+    brought_back(out / 'results', 'pc', 'nanogpt_3L_s1', config=dict(dataset='shakespeare_char'))  # no manifest
+    copied, same, refused = gpu_queue.collect(str(out), results=str(results), report=False)
+    assert sorted(copied) == ['pc/nanogpt_3L_s1', 'pc/pc_nanogpt_12L_s1']
+    assert [r for r, _ in refused] == ['pc/pc_softmax1_12L_s1'] and 'its corpus is ffffffffffff' in refused[0][1]
+    assert 'data/pycode/manifest.json' in refused[0][1]
+
+
 def test_a_check_job_is_held_by_a_committed_gpu_check_of_the_same_code(tmp_path):
     """The sanity job is held where a GPU's check of a clean tree, at a commit with this tree's model, trainer and
     check code, passed its steps; one that ran every step and failed one holds it too, as failed, for a person (run
