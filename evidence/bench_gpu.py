@@ -1,19 +1,19 @@
 """
 The GPU check: one command, the first thing to run on a machine with a GPU. It fits a short loan of one.
 
-$ bash evidence/loan.sh run --budget 540 --out DIR              # a loan's first command: the queue below, from a clean
-                                                         # checkout of the commit `bash evidence/loan.sh pack` carried
-$ python evidence/bench_gpu.py --next --budget 540 --out DIR    # the GPU queue (gpu_queue.py): the jobs results/ waits on
-$ python evidence/bench_gpu.py --budget 540 --out DIR    # the check: results.json and results.md in DIR
-$ python evidence/bench_gpu.py --dry-run [--next] --out DIR    # the same code on the CPU with tiny settings (a test runs it)
+$ bash evidence/loan.sh run --budget 540 --out DIR            # a loan's first command: the queue below, from a
+                                                              # clean checkout of the commit loan.sh pack carried
+$ python evidence/bench_gpu.py --next --budget 540 --out DIR  # the GPU queue (gpu_queue.py): the jobs results/ waits on
+$ python evidence/bench_gpu.py --budget 540 --out DIR         # the check: results.json and results.md in DIR
+$ python evidence/bench_gpu.py --dry-run [--next] --out DIR   # the same code on the CPU with tiny settings (a test)
 
 Each step runs in a process of its own with a time limit: the steps go most important first, a step that needs
 more time than is left is skipped and says so, one that overruns is killed, and each step's result is written to
 DIR/results.json and DIR/results.md as soon as it ends, so a check cut short still brings back what it measured.
 Nothing needs the network or wandb. Long runs go to a scratch folder (--scratch), never to DIR: DIR holds at most
 results.json, results.md, log.txt and, for --next, queue.json and runs.tar.gz: every finished run's small files and
-each job's ablate.sh output (`python evidence/gpu_queue.py collect DIR` puts the runs under results/). A GPU loan brings back
-at most 8 files from at most 2 folders down, so nothing else goes there.
+each job's ablate.sh output (`python evidence/gpu_queue.py collect DIR` puts the runs under results/). A GPU loan
+brings back at most 8 files from at most 2 folders down, so nothing else goes there.
 
 The steps (results/bench_gpu.md says what each measures and why):
   env          the machine, the commit, and its two ceilings measured: device memory bandwidth (a large copy) and

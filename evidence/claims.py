@@ -2,8 +2,8 @@
 The seed notes' claims as data, one verdict rule, and the two pages rendered from them and the committed runs:
 results/claims.md (whole) and README's "What we found" (between its findings markers).
 
-  python evidence/claims.py            # renders both from the runs under results/
-  python evidence/claims.py --check    # exit 1, naming the file, where either differs from its render (tests do the same)
+  python evidence/claims.py          # renders both from the runs under results/
+  python evidence/claims.py --check  # exit 1, naming the file, where either differs from its render (as the tests)
 
 A claim is tested by rows of TESTS: which runs it reads (a results folder, reference A and variant B as sweep.py
 names them, a depth), what it measures (METRICS), which sign of B - A it predicts, and the precondition (NEEDS) that

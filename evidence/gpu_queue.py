@@ -1,7 +1,7 @@
 """
 The GPU queue: the runs that results/ waits on, as jobs sized to one call of a short GPU loan, in the order they move
-a verdict. Whenever a GPU is lent, the first command on it is (after `bash evidence/loan.sh pack` on the checkout: the commit,
-carried in .loan/)
+a verdict. Whenever a GPU is lent, the first command on it is (after `bash evidence/loan.sh pack` on the checkout:
+the commit, carried in .loan/)
 
     bash evidence/loan.sh run --budget 540 --out DIR   # a clean checkout of that commit: bench_gpu.py --next there
 
@@ -10,9 +10,10 @@ budget left. Each run's small files are packed into DIR/runs.tar.gz the moment i
 back at most 8 files from at most 2 folders down), so a job cut at the budget still brings back every finished run,
 and DIR/queue.json lists what did not finish. Back on a checkout of the same commit:
 
-    python evidence/gpu_queue.py collect DIR     # DIR/runs.tar.gz into results/ (never over a different run, never a run
-                                        # without a commit, from a dirty tree, off CUDA or of other sweep settings)
-    python evidence/gpu_queue.py list            # the queue: each job, its estimate, and how many of its runs results/ holds
+    python evidence/gpu_queue.py collect DIR   # DIR/runs.tar.gz into results/ (never over a different run, never a
+                                               # run without a commit, from a dirty tree, off CUDA, of another
+                                               # corpus or of other sweep settings)
+    python evidence/gpu_queue.py list          # the queue: each job, its estimate, how many of its runs it holds
 
 A job is a list of ablate.sh launches started together (each its own sweep folder, SWEEP=<name>); a run counts as
 held once results/<sweep>/<run>/summary.json is committed, so a collected job is skipped by the next call. A check
@@ -49,8 +50,8 @@ SMALL = ('summary.json', 'log.jsonl', 'analysis.json', 'needle_eval.json')
 CHECK = ('results.json', 'results.md', 'log.txt')  # what a check job brings back, into results/gpu_check/<name>/
 # the code a check job checks: a committed check at a commit where these equal the tree's holds for the tree
 CODE = ('model.py', 'train.py', 'cuda_graph.py', 'dataset.py', 'processes.py', 'config.py', 'hardware.py',
-        'rundir.py', 'checkpoint.py', 'orthoadam.py', 'output.py', 'tests/test_cuda.py', 'evidence/bench_gpu.py', 'ablate.sh',
-        'sweep.py')
+        'rundir.py', 'checkpoint.py', 'orthoadam.py', 'output.py', 'tests/test_cuda.py', 'evidence/bench_gpu.py',
+        'ablate.sh', 'sweep.py')
 
 
 @dataclass(frozen=True)
@@ -505,8 +506,8 @@ def refusal(src, sweep, results, waive=()):
         return f"its record is unreadable ({e})"
     commit = code.get('commit')
     reasons = dict(
-        commit=None if commit else "no commit recorded (the tree ran without its .git: start a loan with evidence/loan.sh, "
-                                   "which carries it)",
+        commit=None if commit else ("no commit recorded (the tree ran without its .git: start a loan with "
+                                    "evidence/loan.sh, which carries it)"),
         dirty=None if not commit or code.get('dirty') is False else
         f"ran from a tree with uncommitted changes at {commit[:7]} (loan.sh refuses one)",
         device=None if str(device).startswith('cuda') else f"ran on {device}, not a CUDA device (a dry run or a CPU "
@@ -545,8 +546,8 @@ def corpus_refusal(summary):
 def collect(out, results=RESULTS, report=True, waive=()):
     """The runs of out/runs.tar.gz (or of out/results/<sweep>/<run>/) into results/: a run results/ lacks is copied;
     one it holds with the same files is left; one it holds with other files is refused (a run is never overwritten);
-    one that refusal() finds wrong (no commit, a dirty tree, not CUDA, another corpus, other sweep settings) is refused, named with its
-    reason. Then report.py on each sweep. Returns (copied, same, refused: [(run, reason)])."""
+    one that refusal() finds wrong (no commit, a dirty tree, not CUDA, another corpus, other sweep settings) is
+    refused, named with its reason. Then report.py on each sweep. Returns (copied, same, refused: [(run, reason)])."""
     tar = os.path.join(out, Packer.TAR)
     if os.path.exists(tar):  # what a GPU call brought back: unpacked beside it, once
         unpacked = os.path.join(out, 'unpacked')
