@@ -135,3 +135,40 @@ def test_counts_and_ranges():
     assert pages.num(-0.5, '{:+.1f}') == '−0.5'
     assert pages.seeds_text([1, 2, 3, 4, 5]) == '1-5' and pages.seeds_text([6, 7]) == '6, 7'
     assert pages.seeds_text([1, 3, 4]) == '1, 3, 4'
+
+
+def test_seed_table_pools_only_groups_that_agree(tmp_path, monkeypatch):
+    """seed_table_explained.md pools shakespeare_full's 3L seeds (H100 seeds 1-2, H200 seed 3) only as the claims'
+    rule allows: with seed 3's Diff+Sym moved below its Sym, the groups disagree in sign and the page gives each
+    group's value and no pooled one; the H200 row of its table follows the run file."""
+    shutil.copytree(os.path.join(ROOT, pages.GPU_FULL), tmp_path / pages.GPU_FULL)
+    path = tmp_path / pages.GPU_FULL / 'diff_sym_3L_s3' / 'summary.json'
+    s = json.loads(path.read_text())
+    sym = json.loads((tmp_path / pages.GPU_FULL / 'sym_3L_s3' / 'summary.json').read_text())['final_val_loss']
+    before = pages.pooled(pages.GPU_FULL, '3L', 'sym', 'diff_sym')
+    s['final_val_loss'] = sym - 0.1
+    path.write_text(json.dumps(s))
+    monkeypatch.setattr(claims, 'HERE', str(tmp_path))
+    try:
+        claims._RUNS.clear()
+        after = pages.pooled(pages.GPU_FULL, '3L', 'sym', 'diff_sym')
+        row = pages.Full(pages.GPU_FULL, '3L', 1).cell('diff_sym')
+    finally:
+        claims._RUNS.clear()
+    assert 'pooled over 3 seeds' in before and 'disagree' not in before
+    assert after.startswith('the groups disagree in sign, so no pooled value') and '−0.100 (one seed)' in after
+    assert row.endswith(f'/ {sym - 0.1:.3f} (1)')
+
+
+def test_seed_table_cites_the_seed_not_the_runs():
+    """The seed's own numbers on seed_table_explained.md are citations printed from pages.SEED_*: its loss table is
+    docs/seed_notes.md's, row for row, and its λ values are that note's λ table's (layers 1-6 of λ_full, layers 1-3 of
+    λ1 and λ2)."""
+    notes = open(os.path.join(ROOT, 'docs', 'seed_notes.md'), encoding='utf-8').read()
+    ours = pages.seed_table().split('\n')[2:]
+    assert all(f"{row.split(' | ', 1)[1].replace('  ', ' ')}" in notes for row in ours), ours
+    lam = {int(m[0]): m[1:] for m in re.findall(r'^\| (\d) \| ' + r' \| '.join([r'([\d.]+)'] * 8) + r' \|$', notes, re.M)}
+    assert sorted(lam) == [1, 2, 3, 4, 5, 6]
+    for col, v in ((3, 'diff'), (7, 'diff_sym')):
+        assert [float(lam[layer][col]) for layer in range(1, 7)] == pages.SEED_LAMBDA[v]
+        assert [tuple(float(lam[layer][c]) for c in (col - 3, col - 2)) for layer in (1, 2, 3)] == pages.SEED_L12[v]
