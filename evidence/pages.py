@@ -9,8 +9,10 @@ report.py and claims.py).
 
 The rule for a template: every number, range, count and "every / all / k of n" that comes from runs is an
 expression; prose that interprets stays typed. What may stay typed: the settings a command line sets (it is the
-command, not a result), commit hashes and dates, and numbers of other papers. A number whose runs are not committed
-is not on a page.
+command, not a result), commit hashes and dates, and numbers of other papers; a prediction's range as written before
+its runs, or another source's number, goes through written() so the template says it is not a result. The seed's own
+table is printed from SEED_VAL / SEED_TRAIN / SEED_LAMBDA / SEED_L12 (citations of docs/seed_notes.md). A number whose
+runs are not committed is not on a page.
 
 Pooling follows the claims' rule (report.computed_on: processor, number format, code era, execution path, threads):
 a Runs object holds one homogeneous group, and a page that has runs of several groups shows each group on its own.
@@ -658,10 +660,6 @@ class Full(Runs):
         return compare(self.v(a, m), self.v(b, m))
 
 
-def full(folder, depth, group=0):
-    return Full(folder, depth, group)
-
-
 def pooled(folder, depth, a, b, m='val', fmt='{:.3f}'):
     """B − A over every seed of the folder's cells, as the claims' rule allows pooling: each homogeneous group's
     interval (claims.paired_groups), and the pooled interval only where the groups agree in sign
@@ -699,7 +697,8 @@ def full_table():
 
 def ordered(g, variants, m='val', fmt='{:.3f}'):
     """'a x, b y, ...' in ascending order of m's mean."""
-    return ', '.join(f'{NAMES.get(v, v)} {num(g.mean(v, m), fmt)}' for v in sorted(variants, key=lambda v: g.mean(v, m)))
+    return ', '.join(f'{NAMES.get(v, v)} {num(g.mean(v, m), fmt)}'
+                     for v in sorted(variants, key=lambda v: g.mean(v, m)))
 
 
 
@@ -778,7 +777,8 @@ def jump(folder, variant, seed=1):
 
 
 LEAKS = {k: 'results/shakespeare_cpu_long' + f for k, f in dict(
-    ZF0='_leak_zero_future', ZF2='_leak_zero_future_dropout0.2', OB0='_leak_off_by_one', OB2='_leak_off_by_one_dropout0.2',
+    ZF0='_leak_zero_future', ZF2='_leak_zero_future_dropout0.2',
+    OB0='_leak_off_by_one', OB2='_leak_off_by_one_dropout0.2',
     AN0='_leak_after_norm', AN2='_leak_after_norm_dropout0.2', TN0='_leak_time_norm', TN2='_leak_time_norm_dropout0.2',
     CA2='_dropout0.2', FP32='_fp32').items()}
 
@@ -788,9 +788,9 @@ def dag(folder, variant, seed=1):
     return '†' if report.provenance(cell_run(folder, variant, seed))['superseded'] else ''
 
 
-MECH = [LEAKS[k] if k in LEAKS else k for k in ('results/shakespeare_cpu_long', 'CA2', 'results/shakespeare_cpu_long_noncausal',
-                                                   'results/shakespeare_cpu_long_noncausal_dropout0.2', 'OB0', 'OB2',
-                                                   'ZF0', 'ZF2', 'AN0', 'AN2', 'TN0', 'TN2')]
+MECH = [LEAKS[k] if k in LEAKS else k for k in (
+    'results/shakespeare_cpu_long', 'CA2', 'results/shakespeare_cpu_long_noncausal',
+    'results/shakespeare_cpu_long_noncausal_dropout0.2', 'OB0', 'OB2', 'ZF0', 'ZF2', 'AN0', 'AN2', 'TN0', 'TN2')]
 
 
 def mechanisms_table():
@@ -827,7 +827,8 @@ def ev(folder, run, it, key='val_loss'):
 
 def tmean(folder, run, lo, hi):
     """The mean training-step loss over steps lo < iter <= hi of the run's log."""
-    return statistics.mean(e['loss'] for e in log_rows(folder, run) if e.get('kind') == 'train' and lo < e['iter'] <= hi)
+    return statistics.mean(e['loss'] for e in log_rows(folder, run)
+                           if e.get('kind') == 'train' and lo < e['iter'] <= hi)
 
 
 def last_iter(folder, run):
@@ -904,6 +905,22 @@ def status_gaps():
     return out
 
 
+def drops(run, m):
+    """How much m fell over each span of 2,500 steps of a seed_pipeline run (evals 2500 to 10000)."""
+    return [at(PIPE, run, k, m) - at(PIPE, run, k + 2500, m) for k in (2500, 5000, 7500)]
+
+
+def grows(run):
+    """How much val − train (eval) grew over each span of 2,500 steps."""
+    return [-d for d in drops(run, 'gap')]
+
+
+def ratios(run):
+    """Each drop of train (eval) over the one before."""
+    d = drops(run, 'train')
+    return [b / a for a, b in zip(d, d[1:])]
+
+
 def one_group(folder, depth='3L'):
     """The folder's runs at depth as one homogeneous group (Full: val, step, dist), refused where they are not: the
     page pools its seeds."""
@@ -938,12 +955,13 @@ def seed_table_names():
                 log_rows=log_rows, written=written, at=at, cell_values=cell_values, status_rows=status_rows,
                 status_gaps=status_gaps,
                 zv=lambda v, m='val': cell_values(LEAKS['ZF2'], v, m), PEVALS=[2500, 5000, 7500, 10000],
-                drops=lambda r, m: [at(PIPE, r, k, m) - at(PIPE, r, k + 2500, m) for k in (2500, 5000, 7500)],
-                grows=lambda r: [at(PIPE, r, k + 2500, 'gap') - at(PIPE, r, k, 'gap') for k in (2500, 5000, 7500)],
-                ratios=lambda r: [b / a for a, b in zip(*(lambda d: (d[:-1], d[1:]))(
-                    [at(PIPE, r, k, 'train') - at(PIPE, r, k + 2500, 'train') for k in (2500, 5000, 7500)]))], LONG=[1000, 2000, 3000, 4000, 5000], SPANS=[(lo, lo + 250) for lo in range(0, 1000, 250)] + [(1000, last_iter('results/shakespeare_full_sequential_cpu', 'nanogpt_3L_s1'))],
+                drops=drops, grows=grows, ratios=ratios,
+                LONG=[1000, 2000, 3000, 4000, 5000],
+                SPANS=[(lo, lo + 250) for lo in range(0, 1000, 250)]
+                + [(1000, last_iter('results/shakespeare_full_sequential_cpu', 'nanogpt_3L_s1'))],
                 ZFC='results/shakespeare_full_leak_zero_future_cpu', FC='results/shakespeare_full_cpu',
-                SEQ='results/shakespeare_full_sequential_cpu', PIPE='results/shakespeare_seed_pipeline_cpu', MECH=MECH, mechanisms_table=mechanisms_table, os=os,
+                SEQ='results/shakespeare_full_sequential_cpu', PIPE=PIPE, MECH=MECH,
+                mechanisms_table=mechanisms_table, os=os,
                 d2=lambda f, g, v: num(value(f, v) - value(g, v), '{:+.2f}'))
 
 
