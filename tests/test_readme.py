@@ -1,6 +1,7 @@
-"""The README a newcomer reads in five minutes, and a root that shows what to run: the README stays within 3,000
-words, and its Layout table names every file at the top of the repository and every folder, so the repository's own
-machinery cannot come back to the root unlisted (it lives in evidence/, whose README names each of its files)."""
+"""A front page a newcomer reads in five minutes, and a root that shows what to run: the front page stays within
+3,000 words, and README's "Layout" table names every file at the top of the repository and every folder, so the
+repository's own machinery cannot come back to the root unlisted (it lives in evidence/, whose own index,
+evidence/README.md, names each of its files)."""
 import os
 import re
 import subprocess
