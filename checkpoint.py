@@ -52,6 +52,10 @@ def resume_settings(cfg, argv, master=True):
                          "; this command gives " + ', '.join(f"{k}={cfg[k]!r}" for k in strict) +
                          ". resume_strict=True (ablate.sh sets it) continues a run only with its own settings: "
                          "re-launch with those, or start the run anew in another folder (another SWEEP=)")
+    kept = [k for k in differ if k not in explicit]  # the run's own, where the command line does not name the key
+    noted = [k for k in kept if k in file_keys(argv)]
+    given = {k: cfg[k] for k in noted}
+    cfg.update({k: saved[k] for k in kept})  # so the checks below see the run's dataset and bos, not the defaults
     # bos cannot change, not even on purpose nor for a look (eval_only): its token is an id of the model's vocabulary
     if 'bos' in saved and saved['bos'] != cfg['bos']:
         raise ValueError(f"{path} was trained with bos={saved['bos']!r}, and bos cannot change on resume (its token "
@@ -61,17 +65,14 @@ def resume_settings(cfg, argv, master=True):
     if isinstance(vocab, int):  # before the model keys: a dataset whose ids the embedding lacks cannot be fixed by
         check_vocab(cfg, args, saved, vocab + cfg['bos'], path)  # dropping another key
     check_model_keys(cfg, args, explicit, pinned_model_keys(argv), path, master)
-    kept = [k for k in differ if k not in explicit]
-    noted = [k for k in kept if k in file_keys(argv)]
     if master and noted:
-        print(f"resume: {', '.join(config_files(argv))} gives " + ', '.join(f"{k}={cfg[k]!r}" for k in noted) +
+        print(f"resume: {', '.join(config_files(argv))} gives " + ', '.join(f"{k}={given[k]!r}" for k in noted) +
               "; the run's own " + ', '.join(f"{k}={saved[k]!r}" for k in noted) + " kept (a key given on the "
               "command line changes the run)")
     if master and not cfg['eval_only']:
         for k in differ:
             if k in explicit:
                 print(f"resume: {k} changes from {saved[k]!r} to {cfg[k]!r}, as the command line asks")
-    cfg.update({k: saved[k] for k in kept})
     cfg.update({k: args[k] for k in MODEL_KEYS})  # the checkpoint's model, which the checks above found unchanged
     return cfg
 

@@ -941,6 +941,18 @@ def test_a_resume_is_exact_from_the_folder_alone(tmp_path):
         assert torch.equal(a, b)
 
 
+def test_a_resume_from_the_folder_alone_keeps_the_runs_bos_and_dataset(tmp_path):
+    """The run's bos and dataset come back from ckpt.pt before they are checked: a bos=True run resumed with nothing
+    but its folder is not refused as if asked to drop its BOS token (the default bos=False)."""
+    out = tmp_path / 'o'
+    train_cli(out, '--max_iters=2', '--lr_decay_iters=4', '--eval_interval=2', '--bos=True')
+    cli(f'--out_dir={out}', '--init_from=resume', '--max_iters=4', check=True)
+    s = json.load(open(out / 'summary.json'))
+    assert s['iter'] == 4 and s['config']['bos'] is True and s['config']['dataset'] == 'shakespeare_char'
+    p = cli(f'--out_dir={out}', '--init_from=resume', '--max_iters=6', '--bos=False')  # asked for: refused
+    assert p.returncode == 1 and 'bos cannot change on resume' in p.stderr, p.stderr
+
+
 def test_resuming_a_finished_run_with_another_models_config_names_the_mismatch(run2, tmp_path):
     """A finished run resumed with another variant's config said "nothing to train" (exit 0); the model keys are
     checked first now, so the mismatch is named."""
