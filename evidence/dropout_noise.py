@@ -1,7 +1,10 @@
 """
 How much noise each rule of Diff's attention dropout puts into one layer's output, measured.
 
-  OMP_NUM_THREADS=1 python evidence/dropout_noise.py     # prints the table in results/dropout_noise.md (about a minute)
+  OMP_NUM_THREADS=1 python evidence/dropout_noise.py     # about a minute: prints the table, writes its JSON
+
+It writes results/dropout_noise.json (every row, the commit, torch's version and the machine, hardware.machine's
+record); evidence/pages.py renders results/dropout_noise.md from that file.
 
 The two rules, on the maps A1, A2 (softmax rows, entries >= 0) of a differential head, p = 0.2:
   earlier (model.py before commit 8b66842, the naive path of every leak run): y = drop(A1 - lambda A2) V
@@ -15,14 +18,20 @@ output over dropout draws, per element, averaged over elements, earlier / curren
 the seed's 3-layer width (n_embd 256, 8 heads, block 256), each layer depth's lambda_init, at the initial weights
 (lambda_full = lambda_init) and with the query/key weights scaled up (sharper maps), and at a forced lambda_full.
 """
+import json
 import os
 import statistics
+import subprocess
 import sys
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import hardware  # noqa: E402
 from model import GPTConfig, SelfAttention  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OUT = os.path.join(ROOT, 'results', 'dropout_noise.json')
 
 P, DRAWS, T, BATCH = 0.2, 64, 256, 2
 
@@ -83,6 +92,15 @@ def main():
     neg = [o / n for _, _, _, lam, o, n in rows if lam < 0]
     print(f'\nearlier / current: {min(pos):.2f}-{max(pos):.2f} where λ_full > 0 (mean {statistics.mean(pos):.2f}); '
           f'{min(neg):.2f}-{max(neg):.2f} where λ_full < 0')
+    git = lambda *a: subprocess.run(['git', *a], cwd=ROOT, capture_output=True, text=True).stdout.strip()  # noqa: E731
+    record = dict(commit=git('rev-parse', 'HEAD'), model_py_changed=bool(git('status', '--porcelain', 'model.py')),
+                  torch_version=torch.__version__, machine=hardware.machine('cpu'), p=P, draws=DRAWS, batch=BATCH,
+                  block=T, rows=[dict(model=m, layer=layer, weights=what, lambda_full=lam, std_earlier=old,
+                                      std_current=new) for m, layer, what, lam, old, new in rows])
+    with open(OUT, 'w', encoding='utf-8') as f:
+        json.dump(record, f, indent=1)
+        f.write('\n')
+    print(f'wrote {os.path.relpath(OUT, ROOT)}')
 
 
 if __name__ == '__main__':

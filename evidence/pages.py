@@ -973,10 +973,28 @@ def uncommitted_names():
     return dict(SEED_VAL=SEED_VAL, SEED_LAMBDA=SEED_LAMBDA, num=num, span=span)
 
 
+def dropout_noise_names():
+    """results/dropout_noise.md: evidence/dropout_noise.py's rows (results/dropout_noise.json), a table and the ratio
+    earlier / current where lambda_full > 0 and < 0."""
+    with open(os.path.join(claims.HERE, 'results', 'dropout_noise.json'), encoding='utf-8') as f:
+        dn = json.load(f)
+    rows = ['| model | layer | weights | λ_full | std, earlier rule | std, current rule | earlier / current |',
+            '|---|---|---|---|---|---|---|']
+    for r in dn['rows']:
+        rows.append(f"| {r['model']} | {r['layer']} | {r['weights']} | {num(r['lambda_full'], '{:+.3f}')} "
+                    f"| {r['std_earlier']:.4f} | {r['std_current']:.4f} | {r['std_earlier'] / r['std_current']:.2f} |")
+    ratio = lambda sign: [r['std_earlier'] / r['std_current'] for r in dn['rows']  # noqa: E731
+                          if r['lambda_full'] * sign > 0]
+    return dict(dn=dn, table='\n'.join(rows), pos=ratio(1), neg=ratio(-1), num=num, span=span, k_of_n=k_of_n,
+                statistics=statistics, label=report.machine_label(dn['machine']),
+                threads=dn['machine']['cpu']['threads'])
+
+
 PAGES = {'results/sink_cpu.md': sink_names, 'results/needle_cpu.md': needle_names,
          'results/diagnostics_cpu.md': diagnostics_names, 'results/seed_table_explained.md': seed_table_names,
          'results/shakespeare_char_cpu.md': uncommitted_names,
-         'results/shakespeare_char_llama_cpu.md': uncommitted_names}
+         'results/shakespeare_char_llama_cpu.md': uncommitted_names,
+         'results/dropout_noise.md': dropout_noise_names}
 
 
 def render(page):

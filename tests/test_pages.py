@@ -1,6 +1,7 @@
 """The findings pages evidence/pages.py renders (pages.PAGES: sink_cpu.md, needle_cpu.md, diagnostics_cpu.md,
 seed_table_explained.md, and shakespeare_char_cpu.md and shakespeare_char_llama_cpu.md, whose runs were never
-committed: they render only the seed's numbers they cite) are what it renders from
+committed: they render only the seed's numbers they cite; dropout_noise.md, from evidence/dropout_noise.py's
+results/dropout_noise.json) are what it renders from
 the committed runs, byte for byte: a hand edit of a rendered number fails here, and a changed run file changes the
 page. Reads JSON files only: no torch, no training."""
 import json
