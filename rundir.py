@@ -231,6 +231,21 @@ class RunLog:
             self.file.close()
 
 
+def lambda_markdown(rows):
+    """The per-layer λ table a Diff run prints at its end."""
+    lines = ['| layer | lambda_1 | lambda_2 | lambda_init | lambda_full |', '|---|---|---|---|---|']
+    lines += [f"| {r['layer']} | {r['lambda_1']:.2f} | {r['lambda_2']:.2f} | {r['lambda_init']:.2f} | "
+              f"{r['lambda_full']:.2f} |" for r in rows]
+    return '\n'.join(lines)
+
+
+def lambda_metrics(rows):
+    """Each layer's λ as log.jsonl and wandb keys: lambda/L{n}/full, .../lambda_1, .../lambda_2, .../init."""
+    return {f"lambda/L{r['layer']}/{k}": r[key] for r in rows
+            for k, key in (('full', 'lambda_full'), ('lambda_1', 'lambda_1'), ('lambda_2', 'lambda_2'),
+                           ('init', 'lambda_init'))}
+
+
 class Throughput:
     """Tokens/s, ms per iteration and MFU of each log window, and the run's tokens/s, which leaves out the first
     window (warm-up, compilation) and the time spent evaluating, checkpointing and logging. A monotonic clock: a
@@ -248,7 +263,8 @@ class Throughput:
         self.flops_per_iter = model.flops_per_token(cfg['block_size']) * self.tokens_per_iter / (1 if shared else
                                                                                                   env.world)
         threads = torch.get_num_threads() * env.world if shared else None
-        self.peak_for, self.peak, self.peak_source = [env.device_type, env.dtype] + [threads] * shared, None, None
+        self.peak_for = [env.device_type, env.dtype] + ([threads] if shared else [])
+        self.peak, self.peak_source = None, None
         if env.master and before.get('peak_for') == self.peak_for and before.get('peak_flops'):
             self.peak = before['peak_flops']
             self.peak_source = before.get('peak_source') or "stated at the run's first start"

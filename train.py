@@ -40,7 +40,8 @@ from hardware import machine, peak_memory_mb
 from model import GPT, GPTConfig, check_causal
 from output import write_json
 from processes import StopNow, StopSignal, StopVote, master_first, mean_over_ranks, setup_processes
-from rundir import AlreadyFinished, RunBusy, RunError, RunLog, Throughput, code_version, open_run, run_path
+from rundir import (AlreadyFinished, RunBusy, RunError, RunLog, Throughput, code_version, lambda_markdown,
+                    lambda_metrics, open_run, run_path)
 
 
 def config_warnings(cfg):
@@ -69,19 +70,6 @@ def get_lr(it, cfg):
         return cfg['min_lr']
     ratio = (it - cfg['warmup_iters']) / max(1, cfg['lr_decay_iters'] - cfg['warmup_iters'])
     return cfg['min_lr'] + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (cfg['learning_rate'] - cfg['min_lr'])
-
-
-def lambda_markdown(rows):
-    lines = ['| layer | lambda_1 | lambda_2 | lambda_init | lambda_full |', '|---|---|---|---|---|']
-    lines += [f"| {r['layer']} | {r['lambda_1']:.2f} | {r['lambda_2']:.2f} | {r['lambda_init']:.2f} | "
-              f"{r['lambda_full']:.2f} |" for r in rows]
-    return '\n'.join(lines)
-
-
-def lambda_metrics(rows):
-    return {f"lambda/L{r['layer']}/{k}": r[key] for r in rows
-            for k, key in (('full', 'lambda_full'), ('lambda_1', 'lambda_1'), ('lambda_2', 'lambda_2'),
-                           ('init', 'lambda_init'))}
 
 
 # -----------------------------------------------------------------------------------------------------------

@@ -49,16 +49,19 @@ def run_logged(argv):
     stop handler's os.write go there too) appended to out_dir/train.log; returns its exit status."""
     d = out_dir(argv)
     os.makedirs(d, exist_ok=True)
-    sys.stdout.flush(), sys.stderr.flush()
-    saved = os.dup(1), os.dup(2)
+    saved = {}
     with open(os.path.join(d, 'train.log'), 'ab') as log:
-        os.dup2(log.fileno(), 1), os.dup2(log.fileno(), 2)
+        for fd, stream in ((1, sys.stdout), (2, sys.stderr)):
+            stream.flush()
+            saved[fd] = os.dup(fd)
+            os.dup2(log.fileno(), fd)
         try:
             return train.cli(argv)
         finally:
-            sys.stdout.flush(), sys.stderr.flush()
-            os.dup2(saved[0], 1), os.dup2(saved[1], 2)
-            os.close(saved[0]), os.close(saved[1])
+            for fd, stream in ((1, sys.stdout), (2, sys.stderr)):
+                stream.flush()
+                os.dup2(saved[fd], fd)
+                os.close(saved[fd])
 
 
 def main(path):
