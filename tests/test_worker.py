@@ -84,10 +84,9 @@ def test_a_stop_saves_the_run_in_progress_and_starts_no_other(tmp_path):
     lines = [shlex.join(['configs/nanogpt_3L.py', *long, f'--out_dir={tmp_path / str(i)}']) for i in range(2)]
     (tmp_path / 'runs.txt').write_text('\n'.join(lines) + '\n')
     p = worker(tmp_path / 'runs.txt')
-    deadline = time.time() + 120
-    while time.time() < deadline and not (tmp_path / '0' / 'log.jsonl').exists():
-        time.sleep(0.2)
-    time.sleep(1.0)  # training
+    log, deadline = tmp_path / '0' / 'log.jsonl', time.time() + 300
+    while time.time() < deadline and not (log.exists() and '"kind": "train"' in log.read_text()):
+        time.sleep(0.2)  # until the first run has trained a step: a stop before it saves nothing, by design
     p.send_signal(signal.SIGTERM)
     out = p.communicate(timeout=120)[0]
     assert p.returncode == 130 and '1 run(s) not started' in out, out
