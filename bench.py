@@ -145,7 +145,11 @@ def main():
               f"{r['peak_mem_mb']:8.1f} MB", file=sys.stderr, flush=True)
     print(markdown(results))
     if args.json:
-        write_json(args.json, dict(processor=cpu, cpu_dtype_auto=auto, torch=torch.__version__, results=results))
+        from rundir import code_version
+        write_json(args.json, dict(processor=cpu, cpu_dtype_auto=auto, torch=torch.__version__,
+                                   threads=torch.get_num_threads(), date=time.strftime('%Y-%m-%d', time.gmtime()),
+                                   command='python bench.py ' + ' '.join(sys.argv[1:]), **code_version(),
+                                   results=results))
 
 
 def markdown(results):
