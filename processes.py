@@ -2,12 +2,22 @@
 Where train.py runs: its place among the DDP processes (torchrun sets RANK, LOCAL_RANK and WORLD_SIZE), its device
 and precision (Env, setup_processes), and how the processes act together: rank 0 first with its errors passed on
 (master_first), one stop agreed by every rank at the same step (StopSignal, StopVote), a loss averaged over ranks.
+
+Run as a script it is torchrun, with a stop's exit status (torchrun's own arguments, then train.py's):
+
+$ python processes.py --standalone --nproc_per_node=2 train.py configs/diff_sym_6L.py
 """
-import contextlib
-import datetime
 import os
 import signal
 import sys
+
+EARLY_SIGNALS = []  # the launcher's (torchrun() below): a Ctrl-C or SIGTERM while torch imports, acted on after it
+if __name__ == '__main__':  # recorded, not raised, as train.py's are: an exception inside an import is unsafe
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda signum, frame: EARLY_SIGNALS.append(signum))
+
+import contextlib  # noqa: E402
+import datetime
 from dataclasses import dataclass
 
 import torch
@@ -188,3 +198,30 @@ def rank0_dtype(dtype):
     index = torch.tensor([choices.index(dtype)])
     dist.broadcast(index, 0)
     return choices[index.item()]
+
+
+def torchrun(argv=None):
+    """torchrun (torch.distributed.run), whose Ctrl-C ends as a stopped run's does: exit status 128 + the signal
+    (130 for SIGINT, 143 for SIGTERM) and one line, where torchrun itself exits 1 with its SignalException's traceback.
+    The stop is torchrun's: it passes the signal to each worker (they run in sessions of their own, so the terminal's
+    Ctrl-C reaches torchrun alone), each saves its checkpoint (StopSignal) and exits 130, and torchrun waits
+    --shutdown_timeout seconds (30 by default) for them before a SIGKILL."""
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.run import main
+
+    def stop(signum, frame):  # torchrun's own handler, which it installs again once it starts its workers
+        raise SignalException(f"Process {os.getpid()} got signal: {signum}", sigval=signal.Signals(signum))
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, stop)
+    try:
+        if EARLY_SIGNALS:
+            stop(EARLY_SIGNALS[0], None)
+        main(argv)
+    except SignalException as e:
+        print(f"processes.py: {signal.Signals(e.sigval).name} received: every worker started was asked to save its "
+              f"checkpoint and stop (their lines above say where); resume with --init_from=resume", file=sys.stderr)
+        return 128 + int(e.sigval)
+    return 0
+
+if __name__ == '__main__':
+    sys.exit(torchrun())

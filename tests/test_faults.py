@@ -104,13 +104,18 @@ def test_nan_on_another_rank_stops_every_rank_before_the_save(tmp_path):
 
 # --- 2. a stop under torchrun reaches every rank within a step
 
+def endless_run(launcher, out, log_interval):
+    """A 2-rank run of the tiny model under `launcher` that trains until it is stopped, its output piped."""
+    return subprocess.Popen([*launcher, os.path.join(ROOT, 'train.py'), *TINY, f'--out_dir={out}',
+                             '--max_iters=1000000', '--eval_interval=1000000', f'--log_interval={log_interval}',
+                             '--gradient_accumulation_steps=2'],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=dict(ENV1, PYTHONUNBUFFERED='1'))
+
+
 def test_sigterm_to_torchrun_saves_within_seconds(tmp_path):
     out = tmp_path / 'o'
-    p = subprocess.Popen([*TORCHRUN, os.path.join(ROOT, 'train.py'), *TINY, f'--out_dir={out}',
-                          '--max_iters=1000000', '--eval_interval=1000000', '--log_interval=100000',
-                          '--gradient_accumulation_steps=2'],
-                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                         env=dict(ENV1, PYTHONUNBUFFERED='1'))
+    p = endless_run(TORCHRUN, out, log_interval=100000)
     deadline, seen = time.time() + 180, []
     while time.time() < deadline and p.poll() is None and not any(l.startswith('step 0:') for l in seen):
         seen.append(p.stdout.readline())  # until past the step-0 eval
@@ -121,6 +126,38 @@ def test_sigterm_to_torchrun_saves_within_seconds(tmp_path):
     assert time.time() - t0 < 20, output  # torchrun kills its workers 30 s after its own SIGTERM
     _, ckpt = load_checkpoint(str(out / 'ckpt.pt'))
     assert ckpt['iter_num'] > 0 and 'stopped at iteration' in output, output
+
+
+LAUNCHER = [sys.executable, os.path.join(ROOT, 'processes.py'), '--standalone', '--nproc_per_node=2']
+
+
+def trained_steps(out):
+    log = out / 'log.jsonl'
+    return log.exists() and '"kind": "train"' in log.read_text()
+
+
+@pytest.mark.parametrize('moment', ['starting', 'first eval', 'training'])
+def test_ctrl_c_to_the_launcher_stops_with_130_at_any_moment(tmp_path, moment):
+    """Ctrl-C reaches the launcher alone (torchrun starts its workers in sessions of their own). At three moments of
+    a run (while torchrun starts its workers, once the step-0 evaluation has begun, once it trains) the launcher
+    exits 130 with one line, no traceback (torchrun itself exits 1 with one), and either a checkpoint of a trained
+    step is saved or no step had finished."""
+    out = tmp_path / 'o'
+    p = endless_run(LAUNCHER, out, log_interval=1)
+    ready = {'starting': lambda: time.time() - t0 > 1, 'first eval': lambda: (out / 'log.jsonl').exists(),
+             'training': lambda: trained_steps(out)}[moment]
+    t0 = time.time()
+    while time.time() - t0 < 180 and p.poll() is None and not ready():
+        time.sleep(0.1)
+    p.send_signal(signal.SIGINT)
+    output = p.communicate(timeout=120)[0]
+    assert p.returncode == 130 and 'Traceback' not in output, output
+    assert 'processes.py: SIGINT received' in output, output
+    if (out / 'ckpt.pt').exists():
+        _, ckpt = load_checkpoint(str(out / 'ckpt.pt'))
+        assert ckpt['iter_num'] > 0 and 'stopped at iteration' in output, output
+    else:
+        assert moment != 'training' and not trained_steps(out), output
 
 
 # --- 3. an error on rank 0 alone: every rank leaves with one message
