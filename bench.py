@@ -152,22 +152,28 @@ def main():
                                    results=results))
 
 
-def markdown(results):
+# the table's columns; a page's table of one T, dtype, dropout and compile setting leaves those out (markdown's drop)
+COLUMNS = ('variant', 'T', 'dtype', 'dropout', 'compile', 'params', 'ms/step', 'tokens/s', 'vs softmax', 'peak MB')
+
+
+def markdown(results, drop=()):
+    """The results as a markdown table, a row each: each variant's step time as a ratio to the softmax baseline of the
+    same shape, dtype, dropout and compile setting, and a fused SDPA column where CUDA checked the kernel. drop: the
+    columns left out (evidence/pages.py renders results/bench_cpu.md's tables, one a dtype and dropout, with it)."""
     key = lambda r: (r['seq'], r['dtype'], r['dropout'], r['compile'])  # noqa: E731
     base = {key(r): r['ms_per_step'] for r in results if r['variant'] == 'softmax' and 'error' not in r}
-    fused = any('fused_sdpa' in r for r in results)
-    lines = ['| variant | T | dtype | dropout | compile | params | ms/step | tokens/s | vs softmax | peak MB |'
-             + (' fused SDPA |' if fused else ''),
-             '|---|---|---|---|---|---|---|---|---|---|' + ('---|' if fused else '')]
+    cols = [c for c in COLUMNS if c not in drop] + (['fused SDPA'] if any('fused_sdpa' in r for r in results) else [])
+    lines = ['| ' + ' | '.join(cols) + ' |', '|' + '---|' * len(cols)]
     for r in results:
+        cell = dict(variant=r['variant'], T=r['seq'], dtype=r['dtype'], dropout=r['dropout'], compile=r['compile'])
         if 'error' in r:
-            lines.append(f"| {r['variant']} | {r['seq']} | {r['dtype']} | {r['dropout']} | {r['compile']} | "
-                         f"FAILED: {r['error'][:60]} | | | | |")
-            continue
-        ratio = f"{r['ms_per_step'] / base[key(r)]:.2f}x" if key(r) in base else ''
-        lines.append(f"| {r['variant']} | {r['seq']} | {r['dtype']} | {r['dropout']} | {r['compile']} | "
-                     f"{r['n_params'] / 1e6:.2f}M | {r['ms_per_step']:.1f} | {r['tokens_per_sec']:,.0f} | {ratio} | "
-                     f"{r['peak_mem_mb']:.0f} |" + (f" {r.get('fused_sdpa', 'n/a')} |" if fused else ''))
+            cell['params'] = f"FAILED: {r['error'][:60]}"
+        else:
+            cell.update({'params': f"{r['n_params'] / 1e6:.2f}M", 'ms/step': f"{r['ms_per_step']:.1f}",
+                         'tokens/s': f"{r['tokens_per_sec']:,.0f}", 'peak MB': f"{r['peak_mem_mb']:.0f}",
+                         'vs softmax': f"{r['ms_per_step'] / base[key(r)]:.2f}x" if key(r) in base else '',
+                         'fused SDPA': r.get('fused_sdpa', 'n/a')})
+        lines.append('| ' + ' | '.join(str(cell.get(c, '')) for c in cols) + ' |')
     return '\n'.join(lines)
 
 

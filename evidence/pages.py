@@ -2,7 +2,10 @@
 Findings pages rendered from the committed runs, by one renderer: each page of PAGES is its template
 (evidence/pages/<page>.in) with every {{ expression }} replaced by its value, computed by this file's functions from
 the committed run folders (summary.json, log.jsonl, analysis.json, needle_eval.json, provenance.json, read through
-report.py and claims.py).
+report.py and claims.py) and the committed benchmark records (bench.py's results/bench_cpu.json, the GPU checks'
+results/gpu_check/*/results.json and queue*.json). Each GPU check's own results.md (records()) is
+evidence/bench_gpu.py's render of its results.json, written again here where that render has changed since the check
+ran.
 
   python evidence/pages.py            # renders every page
   python evidence/pages.py --check    # exit 1, naming each page that differs from its render (tests do the same)
@@ -18,6 +21,7 @@ Pooling follows the claims' rule (report.computed_on: processor, number format, 
 a Runs object holds one homogeneous group, and a page that has runs of several groups shows each group on its own.
 """
 import argparse
+import glob
 import json
 import os
 import re
@@ -28,6 +32,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)  # report.py, claims.py: `python evidence/pages.py` from the repository's root
 
+import bench  # noqa: E402
+import bench_gpu  # noqa: E402
 import claims  # noqa: E402
 import report  # noqa: E402
 from report import NAMES, compare, finished, group_label, homogeneous, run_file  # noqa: E402
@@ -189,7 +195,8 @@ def fields(page):
 
 
 def template(page):
-    with open(os.path.join(TEMPLATES, os.path.basename(page) + '.in'), encoding='utf-8') as f:
+    name = TEMPLATE_NAMES.get(page, os.path.basename(page))
+    with open(os.path.join(TEMPLATES, name + '.in'), encoding='utf-8') as f:
         return f.read()
 
 
@@ -965,6 +972,268 @@ def seed_table_names():
                 d2=lambda f, g, v: num(value(f, v) - value(g, v), '{:+.2f}'))
 
 
+# ----------------------------------------------------------------------------- results/bench_cpu.md
+
+BENCH_CPU = 'results/bench_cpu.json'  # bench.py --json of one CPU, every variant at two dtypes and two dropouts
+BENCH_COLUMNS = ('T', 'dtype', 'dropout', 'compile')  # what a table's heading names, so its rows leave it out
+
+
+def read_json(path):
+    """A committed JSON file, its path from the repository's root."""
+    with open(os.path.join(claims.HERE, path), encoding='utf-8') as f:
+        return json.load(f)
+
+
+class Bench:
+    """results/bench_cpu.json (bench.py --json): its configurations by (T, dtype, dropout, compile), in the order
+    bench.py ran them, and each variant's measure in one."""
+
+    def __init__(self, path=BENCH_CPU):
+        self.doc = read_json(path)
+        self.groups = {}
+        for r in self.doc['results']:
+            self.groups.setdefault((r['seq'], r['dtype'], r['dropout'], r['compile']), []).append(r)
+
+    def one(self, key):
+        """The one value of a setting over every configuration (n_layer, batch_size, steps, ...), refused where
+        the file has several: the page states it once."""
+        values = {r[key] for r in self.doc['results']}
+        if len(values) != 1:
+            raise SystemExit(f'pages.py: {BENCH_CPU} has several {key}: {sorted(values)}')
+        return values.pop()
+
+    def values(self, key):
+        """The values of a setting the file spans (dtype, dropout), in the order bench.py ran them."""
+        return list(dict.fromkeys(r[key] for r in self.doc['results']))
+
+    def r(self, variant, dtype, dropout):
+        """The record of one variant at one dtype and dropout (the file's one T and compile setting)."""
+        return next(r for (_, d, p, _), rows in self.groups.items() if (d, p) == (dtype, dropout)
+                    for r in rows if r['variant'] == variant and 'error' not in r)
+
+    def ms(self, variant, dtype, dropout):
+        return self.r(variant, dtype, dropout)['ms_per_step']
+
+    def vs(self, variant, dtype, dropout):
+        """The variant's step time over softmax's, at one dtype and dropout (bench.markdown's 'vs softmax')."""
+        return self.ms(variant, dtype, dropout) / self.ms('softmax', dtype, dropout)
+
+    def variants(self):
+        return [r['variant'] for r in self.doc['results'] if 'error' not in r
+                and (r['dtype'], r['dropout']) == (self.values('dtype')[0], self.values('dropout')[0])]
+
+    def over(self, variant, key, a, b, m='ms_per_step', **fixed):
+        """The variant's measure m at key=b over key=a, the other setting as fixed (bf16's step time over fp32's at
+        dropout 0: over(v, 'dtype', 'float32', 'bfloat16', dropout=0.0))."""
+        return self.r(variant, **{**fixed, key: b})[m] / self.r(variant, **{**fixed, key: a})[m]
+
+    def spread(self, key, a, b, m='ms_per_step', **fixed):
+        """over() of every variant: {variant: ratio}."""
+        return {v: self.over(v, key, a, b, m, **fixed) for v in self.variants()}
+
+    def tables(self):
+        """A table a configuration (bench.markdown, without the columns its heading names), T and compile named
+        only where the file has several."""
+        several = [len({k[i] for k in self.groups}) > 1 for i in range(4)]
+        parts = []
+        for k, rows in self.groups.items():
+            head = f'{k[1]}, dropout {k[2]:g}' + (f', T = {k[0]}' if several[0] else '') + \
+                (f', compile {k[3]}' if several[3] else '')
+            parts += [f'### {head}', '', bench.markdown(rows, drop=BENCH_COLUMNS), '']
+        return '\n'.join(parts).rstrip('\n')
+
+    def failed(self):
+        return [f"{r['variant']} ({r['dtype']}, dropout {r['dropout']:g})" for r in self.doc['results'] if 'error' in r]
+
+
+def bench_cpu_names():
+    b = Bench()
+    doc = b.doc
+    return dict(b=b, doc=doc, label=report.machine_label(dict(cpu=doc['processor'])), num=num, span=span,
+                k_of_n=k_of_n, statistics=statistics, cpu=doc['processor'], units=' and '.join(
+                    f'`{u}`' for u in doc['processor']['bf16']) or 'none (bf16 is emulated)',
+                F='float32', H='bfloat16', pct=lambda x: f'{100 * x:.0f}%')
+
+
+# ----------------------------------------------------------------------------- results/bench_gpu.md, the GPU checks
+
+GPU_CHECK = 'results/gpu_check'
+# the checks results/bench_gpu.md reads, by folder: the two checks of 2026-11-26 (named by the code's commit: their
+# files name 1d3817f, an older .git's) and the queue's first call
+ALONE, GATHER, QUEUE1 = '2026-11-26_h200_779ab8c', '2026-11-26_h200_09c4cb4', '2026-11-27_h200_6cb9fa0'
+EVAL_GROUP = 'results/eval_group_cpu'
+ALONE_PATHS = dict(eager='eager', compiled='`--compile=True` (the CUDA default)', graphed='`--cuda_graph=True`',
+                   graphed_compiled='`--cuda_graph=True --compile=True`')
+
+
+def check(name):
+    """The results.json of one committed GPU check, results/gpu_check/<name>/ (a path for another folder)."""
+    return read_json(name if '/' in name else f'{GPU_CHECK}/{name}/results.json')
+
+
+def step_of(name, step):
+    return check(name)['steps'][step]
+
+
+def queue_jobs(name):
+    """{job: its record, with the call's env} of every job a queue call (queue*.json of results/gpu_check/<name>/)
+    ran, skipped ones left out."""
+    out = {}
+    for path in sorted(glob.glob(os.path.join(claims.HERE, GPU_CHECK, name, 'queue*.json'))):
+        q = read_json(os.path.relpath(path, claims.HERE))
+        out.update({j['job']: dict(j, env=q['env']) for j in q['jobs'] if j['status'] != 'skipped'})
+    return out
+
+
+def queue_job(name, job):
+    jobs = queue_jobs(name)
+    if job not in jobs:
+        raise SystemExit(f'pages.py: no queue file of {GPU_CHECK}/{name} ran {job}')
+    return jobs[job]
+
+
+def bounds(name):
+    """A check's bounds of one step, in ms, at that check's own ceilings: train_flops, train_bytes, eval_flops,
+    eval_bytes (the floor step's FLOPs at the matmul's rate, its eager bytes at the copy's)."""
+    env, f = step_of(name, 'env'), step_of(name, 'floor')
+    return {f'{k}_{m}': 1e3 * f[f'{k}_{m}'] / (rate * 1e12 if m == 'flops' else bw * 1e9) for k in ('train', 'eval')
+            for m, rate, bw in (('flops', env['bf16_tflops'], None), ('bytes', None, env['bandwidth_gbs']))}
+
+
+def bounds_table(names):
+    """A row a check and kind of step: its FLOPs, eager bytes, and the two bounds at that check's ceilings."""
+    rows = ['| check (its ceilings) | | FLOPs | eager bytes | FLOP bound | eager-traffic bound |',
+            '|---|---|---|---|---|---|']
+    for name in names:
+        env, f, b = step_of(name, 'env'), step_of(name, 'floor'), bounds(name)
+        head = f"`{commit_of(name)}` ({env['bf16_tflops']:.0f} TFLOP/s, {env['bandwidth_gbs'] / 1e3:.2f} TB/s)"
+        for k, what in (('train', 'training step'), ('eval', 'eval batch (forward)')):
+            rows.append(f"| {head} | {what} | {f[k + '_flops'] / 1e9:.1f} G | {f[k + '_bytes'] / 1e9:.3f} GB | "
+                        f"{b[k + '_flops']:.2f} ms | {b[k + '_bytes']:.2f} ms |")
+            head = ''
+    return '\n'.join(rows)
+
+
+def commit_of(name):
+    """The commit a check's folder is named by (the code it ran; see ALONE's note for the 2026-11-26 checks)."""
+    return name.rsplit('_', 1)[1]
+
+
+def alone(name=ALONE):
+    """{path: its run} of the check's one 3-layer run alone (eager, compiled, graphed, graphed and compiled)."""
+    return step_of(name, 'alone')['runs']
+
+
+def floor_ms(name):
+    """The larger of a check's two bounds of a training step, ms."""
+    b = bounds(name)
+    return max(b['train_flops'], b['train_bytes'])
+
+
+def alone_table(name=ALONE):
+    """ms/step, tokens/s, the floor over the step and val at the end of each path of the check's run alone, the
+    best in bold."""
+    runs, best = alone(name), min(alone(name), key=lambda k: alone(name)[k].get('ms_per_iter', 1e9))
+    rows = ['| path | ms/step | tokens/s | floor / step | val at the end |', '|---|---|---|---|---|']
+    for k, r in runs.items():
+        cells = [f"{r['ms_per_iter']:.2f}", f"{r['tokens_per_sec'] / 1e6:.2f}M",
+                 f"{floor_ms(name) / r['ms_per_iter']:.2f}"]
+        cells = [f'**{c}**' for c in cells] if k == best else cells
+        rows.append(f"| {ALONE_PATHS[k]} | {' | '.join(cells)} | {r['final_val_loss']:.4f} |")
+    return '\n'.join(rows)
+
+
+def sci(x, digits=2):
+    """x in scientific notation to so many significant digits, as '4.2e-5' (digits=1: '4e-5')."""
+    return re.sub(r'e([+-])0*(\d)', lambda m: 'e' + m[1].replace('+', '') + m[2], f'{x:.{digits - 1}e}')
+
+
+def probe_split(name=ALONE):
+    """The batched-seeds probe's residuals: (those where each seed's backward saw its forward's masks: dropout 0,
+    one seed at a time, grad of vmap and vmap of grad's first seed; vmap of grad's other seeds under dropout)."""
+    good, bad = [], []
+    for row in step_of(name, 'probe')['rows']:
+        if 'error' in row:
+            continue
+        good += row['per_seed_loop'] + row['grad_of_vmap'] + row['vmap_of_grad'][:1]
+        (bad if row['dropout'] > 0 else good).extend(row['vmap_of_grad'][1:])
+    return good, bad
+
+
+def summaries(folder, pattern):
+    """{run: summary.json} of a committed sweep's runs whose folder matches pattern (a glob)."""
+    return {os.path.basename(os.path.dirname(p)): read_json(os.path.relpath(p, claims.HERE)) for p in
+            sorted(glob.glob(os.path.join(claims.HERE, folder, pattern, 'summary.json')))}
+
+
+def tokens_k(runs):
+    """The span of the runs' tokens/s, in thousands."""
+    return span([s['tokens_per_sec'] / 1e3 for s in runs.values()], '{:.0f}') + 'k'
+
+
+def bench_gpu_names():
+    c1, c2, env = check(ALONE), check(GATHER), step_of(ALONE, 'env')
+    a, ab = alone(), bounds(ALONE)
+    seeds, probe = step_of(ALONE, 'seeds')['runs'], probe_split()
+    full = 'results/shakespeare_full'
+    h100 = {d: summaries(full, f'*_{d}_s[12]') for d in ('3L', '6L', '8L')}
+    s3 = summaries(full, '*_3L_s3')
+    graph_failed = step_of(GATHER, 'graph_tests')['failed']
+    return dict(
+        c1=c1, c2=c2, env=env, a=a, ab=ab, seeds=seeds, good=probe[0], bad=probe[1], sci=sci, num=num, span=span,
+        bounds=bounds, bounds_table=bounds_table, alone_table=alone_table, step_of=step_of, check=check, k=tokens_k,
+        ALONE=ALONE, GATHER=GATHER, QUEUE1=QUEUE1, commit_of=commit_of, queue_job=queue_job, written=written,
+        q=lambda job: queue_job(QUEUE1, job), ms=lambda name, path: alone(name)[path]['ms_per_iter'],
+        h100_3=h100['3L'], h100_68={**h100['6L'], **h100['8L']}, s3=s3, floor_ms=floor_ms,
+        s3_total=sum(s['tokens_per_sec'] for s in s3.values()), gpt2=step_of(ALONE, 'gpt2')['runs']['nanogpt'],
+        probe=step_of(ALONE, 'probe'), tests=step_of(GATHER, 'cuda_tests'), graph_failed=graph_failed,
+        reduce_overhead=[t for t in graph_failed if 'reduce_overhead' in t],
+        group=check(f'{EVAL_GROUP}/results.json')['steps']['eval']['evals'],
+        queue_table=bench_gpu.queue_table, alone=alone, pct=lambda x, f='{:.0f}': f'{num(100 * x, f)}%')
+
+
+def probe_table(name=ALONE):
+    """The batched-seeds probe's residuals, a row a kernel and dropout (the check's results.md had it when the check
+    ran; bench_gpu.py's render has no table for the step since the path was removed)."""
+    rows = ['| kernel | dropout | vmap of grad | grad of vmap | one seed at a time |', '|---|---|---|---|---|']
+    for r in step_of(name, 'probe')['rows']:
+        cells = [r['error'], '', ''] if 'error' in r else \
+            [' '.join(sci(x) for x in r[k]) for k in ('vmap_of_grad', 'grad_of_vmap', 'per_seed_loop')]
+        rows.append(f"| {r['backend']} | {r['dropout']} | {' | '.join(cells)} |")
+    return '\n'.join(rows)
+
+
+def runs_table(runs, columns):
+    """A step's runs, a row each: columns are (heading, key, format)."""
+    rows = ['| run | ' + ' | '.join(c[0] for c in columns) + ' |', '|---' * (len(columns) + 1) + '|']
+    for k, r in runs.items():
+        rows.append(f'| {k} | ' + ' | '.join(num(r[key], fmt) for _, key, fmt in columns) + ' |')
+    return '\n'.join(rows)
+
+
+def check_readme_names(name):
+    """A GPU check folder's README.md: what its results.md (bench_gpu.py's render of results.json) cannot say, from
+    its results.json and queue*.json."""
+    res = check(name)
+    return dict(res=res, env=res['steps']['env'], steps=res['steps'], commit=commit_of(name), name=name, num=num,
+                sci=sci, jobs=queue_jobs(name), probe=res['steps'].get('probe'), probe_table=probe_table,
+                runs_table=runs_table,
+                good=probe_split(name)[0] if 'probe' in res['steps'] else None,
+                bad=probe_split(name)[1] if 'probe' in res['steps'] else None)
+
+
+def eval_group_names():
+    """results/eval_group_cpu/README.md: the CPU's eval step (bench_gpu.py --steps env eval), from its results.json."""
+    res = check(f'{EVAL_GROUP}/results.json')
+    ev, env = res['steps']['eval'], res['steps']['env']
+    one, four = ev['evals']['eager, 1 a forward'], ev['evals']['eager, 4 a forward']
+    cpu = env['host_cpu']
+    return dict(res=res, ev=ev, env=env, one=one, four=four, cpu=cpu, num=num,
+                label=report.machine_label(dict(cpu=cpu)), batches=round(1e3 * one['seconds'] / one['ms_per_batch'] / 2),
+                isa='no bf16 units' if not cpu['bf16'] else 'bf16 units: ' + ' '.join(cpu['bf16']),
+                slower=f"{100 * (four['ms_per_batch'] / one['ms_per_batch'] - 1):.0f}%")
+
+
 # ----------------------------------------------------------------------------- the pages
 
 def uncommitted_names():
@@ -994,22 +1263,46 @@ PAGES = {'results/sink_cpu.md': sink_names, 'results/needle_cpu.md': needle_name
          'results/diagnostics_cpu.md': diagnostics_names, 'results/seed_table_explained.md': seed_table_names,
          'results/shakespeare_char_cpu.md': uncommitted_names,
          'results/shakespeare_char_llama_cpu.md': uncommitted_names,
-         'results/dropout_noise.md': dropout_noise_names}
+         'results/dropout_noise.md': dropout_noise_names, 'results/bench_cpu.md': bench_cpu_names,
+         'results/bench_gpu.md': bench_gpu_names,
+         f'{GPU_CHECK}/{ALONE}/README.md': lambda: check_readme_names(ALONE),
+         f'{GPU_CHECK}/{GATHER}/README.md': lambda: check_readme_names(GATHER),
+         f'{GPU_CHECK}/{QUEUE1}/README.md': lambda: check_readme_names(QUEUE1),
+         f'{EVAL_GROUP}/README.md': eval_group_names}
+# a page whose file name is not its template's (a folder's README.md): its template in pages/, without the .in
+TEMPLATE_NAMES = {f'{GPU_CHECK}/{ALONE}/README.md': 'gpu_check_alone.md',
+                  f'{GPU_CHECK}/{GATHER}/README.md': 'gpu_check_gather.md',
+                  f'{GPU_CHECK}/{QUEUE1}/README.md': 'gpu_check_queue1.md',
+                  f'{EVAL_GROUP}/README.md': 'eval_group_cpu.md'}
+
+
+def records():
+    """{results.md: its results.json} of every committed GPU check (results/gpu_check/*/) and of the CPU's check of
+    the grouped evaluation (results/eval_group_cpu/): each results.md is what evidence/bench_gpu.py's render writes
+    from its results.json when the check runs, so here it is rendered again, and written where that render changed."""
+    found = sorted(glob.glob(os.path.join(claims.HERE, GPU_CHECK, '*', 'results.json')))
+    found += [os.path.join(claims.HERE, EVAL_GROUP, 'results.json')]
+    return {os.path.relpath(os.path.join(os.path.dirname(p), 'results.md'), claims.HERE):
+            os.path.relpath(p, claims.HERE) for p in found}
 
 
 def render(page):
-    """The page's text, rendered from its template and the committed runs."""
+    """The page's text, rendered from its template and the committed runs; a check's results.md (records()) by
+    evidence/bench_gpu.py's render from its results.json."""
     claims._RUNS.clear()  # a run file changed since the last render (tests) is read again
+    if page not in PAGES:
+        return bench_gpu.render(read_json(records()[page]))
     return render_text(template(page), PAGES[page]())
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[1].strip())
     ap.add_argument('--check', action='store_true', help='write nothing; exit 1 where a page differs from its render')
-    ap.add_argument('pages', nargs='*', help=f'pages to render (default: all: {", ".join(PAGES)})')
+    ap.add_argument('pages', nargs='*', help=f'pages to render (default: all: {", ".join(PAGES)}, and the GPU '
+                    f'checks\' results.md)')
     args = ap.parse_args(argv)
     stale = []
-    for page in args.pages or PAGES:
+    for page in args.pages or [*PAGES, *records()]:
         text, path = render(page), os.path.join(ROOT, page)
         with open(path, encoding='utf-8') as f:
             if f.read() != text:

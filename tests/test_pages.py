@@ -1,9 +1,11 @@
 """The findings pages evidence/pages.py renders (pages.PAGES: sink_cpu.md, needle_cpu.md, diagnostics_cpu.md,
 seed_table_explained.md, and shakespeare_char_cpu.md and shakespeare_char_llama_cpu.md, whose runs were never
 committed: they render only the seed's numbers they cite; dropout_noise.md, from evidence/dropout_noise.py's
-results/dropout_noise.json) are what it renders from
-the committed runs, byte for byte: a hand edit of a rendered number fails here, and a changed run file changes the
-page. Reads JSON files only: no torch, no training."""
+results/dropout_noise.json; bench_cpu.md, from bench.py's results/bench_cpu.json; bench_gpu.md,
+results/gpu_check/*/README.md and results/eval_group_cpu/README.md, from those checks' results.json and queue*.json)
+are what it renders from the committed runs, byte for byte: a hand edit of a rendered number fails here, and a
+changed run file changes the page. So is each check's results.md (pages.records()): what evidence/bench_gpu.py's
+render writes from its results.json. Reads JSON files only: no torch, no training."""
 import json
 import os
 import re
@@ -174,3 +176,83 @@ def test_seed_table_cites_the_seed_not_the_runs():
     for col, v in ((3, 'diff'), (7, 'diff_sym')):
         assert [float(lam[layer][col]) for layer in range(1, 7)] == pages.SEED_LAMBDA[v]
         assert [tuple(float(lam[layer][c]) for c in (col - 3, col - 2)) for layer in (1, 2, 3)] == pages.SEED_L12[v]
+
+
+@pytest.mark.parametrize('page', list(pages.records()))
+def test_a_checks_results_md_is_its_render(page):
+    """Each committed GPU check's results.md (and results/eval_group_cpu's) is what evidence/bench_gpu.py's render
+    writes from the results.json beside it, byte for byte (python evidence/pages.py writes it again where that render
+    changed since the check ran)."""
+    with open(os.path.join(ROOT, page), encoding='utf-8') as f:
+        text = f.read()
+    with open(os.path.join(ROOT, pages.records()[page]), encoding='utf-8') as f:
+        assert text == pages.bench_gpu.render(json.load(f)), f'{page} is not what bench_gpu.py renders: run pages.py'
+
+
+@pytest.mark.parametrize('page', list(pages.records()))
+def test_a_changed_digit_of_a_checks_results_md_fails_the_check(page, tmp_path, monkeypatch, capsys):
+    """--check passes a check's results.md as committed, and exits 1 naming it where one digit of its text (the
+    first after the title: the machine's line) was changed."""
+    os.makedirs(tmp_path / os.path.dirname(page))
+    shutil.copy(os.path.join(ROOT, page), tmp_path / page)
+    monkeypatch.setattr(pages, 'ROOT', str(tmp_path))
+    pages.main(['--check', page])
+    text = (tmp_path / page).read_text(encoding='utf-8')
+    j = re.search(r'\d', text[text.index('\n'):]).start() + text.index('\n')
+    (tmp_path / page).write_text(text[:j] + ('8' if text[j] == '9' else str(int(text[j]) + 1)) + text[j + 1:],
+                                 encoding='utf-8')
+    with pytest.raises(SystemExit) as e:
+        pages.main(['--check', page])
+    assert e.value.code == 1 and page in capsys.readouterr().err
+
+
+def test_a_changed_bench_record_changes_the_cpu_page(tmp_path, monkeypatch):
+    """bench_cpu.md reads results/bench_cpu.json: one variant's step time changed changes its row of its table (ms,
+    and the ratio to softmax) and nothing of that row is left as it was."""
+    os.makedirs(tmp_path / 'results')
+    doc = json.load(open(os.path.join(ROOT, pages.BENCH_CPU), encoding='utf-8'))
+    r = next(r for r in doc['results'] if r['variant'] == 'diff' and 'error' not in r)
+    base = next(x for x in doc['results'] if x['variant'] == 'softmax' and 'error' not in x and
+                all(x[k] == r[k] for k in ('seq', 'dtype', 'dropout', 'compile')))
+    before = pages.render('results/bench_cpu.md')
+    old = f"| diff | {r['n_params'] / 1e6:.2f}M | {r['ms_per_step']:.1f} |"
+    r['ms_per_step'] *= 1.5
+    (tmp_path / pages.BENCH_CPU).write_text(json.dumps(doc), encoding='utf-8')
+    monkeypatch.setattr(claims, 'HERE', str(tmp_path))
+    after = pages.render('results/bench_cpu.md')
+    assert old in before and old not in after
+    ratio = r['ms_per_step'] / base['ms_per_step']
+    assert f"| {r['ms_per_step']:.1f} | {r['tokens_per_sec']:,.0f} | {ratio:.2f}x |" in after
+
+
+def test_a_changed_gpu_check_changes_the_gpu_page(tmp_path, monkeypatch):
+    """bench_gpu.md reads the checks' results.json: the graphed and compiled step of the check at 779ab8c made slower
+    changes its row of the table, and the ratios to the bounds computed at that check's own ceilings."""
+    for folder in (pages.GPU_CHECK, pages.EVAL_GROUP):
+        shutil.copytree(os.path.join(ROOT, folder), tmp_path / folder)
+    for path in pages.summaries('results/shakespeare_full', '*'):
+        os.makedirs(tmp_path / 'results' / 'shakespeare_full' / path)
+        shutil.copy(os.path.join(ROOT, 'results', 'shakespeare_full', path, 'summary.json'),
+                    tmp_path / 'results' / 'shakespeare_full' / path)
+    before = pages.render('results/bench_gpu.md')
+    path = tmp_path / pages.GPU_CHECK / pages.ALONE / 'results.json'
+    res = json.loads(path.read_text())
+    res['steps']['alone']['runs']['graphed_compiled']['ms_per_iter'] = 1.5
+    path.write_text(json.dumps(res))
+    monkeypatch.setattr(claims, 'HERE', str(tmp_path))
+    after = pages.render('results/bench_gpu.md')
+    b = pages.bounds(pages.ALONE)
+    ratio = f"{1.5 / b['train_bytes']:.2f}× the eager-traffic bound and {1.5 / b['train_flops']:.1f}× the FLOP bound"
+    assert ratio in after and ratio not in before and '| **1.50** |' in after
+
+
+def test_the_gpu_pages_bounds_are_each_checks_own():
+    """Each check's bounds are its FLOPs and bytes at its own ceilings, as its floor step computed them where it did
+    (the check at 09c4cb4); the ratios of bench_gpu.md divide a check's step by that check's bounds, never another's."""
+    res = pages.check(pages.GATHER)
+    f, b = res['steps']['floor'], pages.bounds(pages.GATHER)
+    assert round(max(b['train_bytes'], b['train_flops']), 4) == f['train_floor_ms']
+    assert round(max(b['eval_bytes'], b['eval_flops']), 4) == f['eval_floor_ms']
+    page = open(os.path.join(ROOT, 'results', 'bench_gpu.md'), encoding='utf-8').read()
+    ms, ab = pages.alone()['graphed_compiled']['ms_per_iter'], pages.bounds(pages.ALONE)
+    assert f"{ms / ab['train_bytes']:.2f}× the eager-traffic bound and {ms / ab['train_flops']:.1f}× the FLOP" in page
