@@ -45,10 +45,10 @@ def machine(device):
 
 
 def cpu_has_fast_bf16():
-    """bf16 autocast is the fast path on CPUs with AMX, and on AMD's AVX512-BF16 (Zen 4: a training step 1.5x
-    faster than fp32). Intel's AVX512-BF16 without AMX (an Emerald Rapids VM that hides AMX) trained 1.7x *slower*
-    than fp32 (2.23 against 1.28 s a step of the 3-layer model, results/bench_cpu.md), so fp32 there. A rule on
-    the flags and the vendor, not a timing: every process of a sweep takes the same precision."""
+    """bf16 autocast is the fast path on CPUs with AMX, and on AMD's AVX512-BF16 (Zen 4). Intel's AVX512-BF16 without
+    AMX (an Emerald Rapids VM that hides AMX) trained *slower* in bf16 than in fp32 (a step of the 3-layer model,
+    measured at 1ddecd2: `git show a689c16:results/bench_cpu.md`), so fp32 there. A rule on the flags and the
+    vendor, not a timing: every process of a sweep takes the same precision."""
     info = cpu_info()
     return 'amx_bf16' in info['bf16'] or ('avx512_bf16' in info['bf16'] and info['vendor'] == 'AuthenticAMD')
 

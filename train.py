@@ -266,7 +266,7 @@ def eval_due(cfg, state):
 
 def eval_group(cfg, env, vocab_size):
     """How many eval batches go through one forward: eval_group, or for 0 (auto) 1 on a CPU (4 batches of the seed's
-    3-layer model at once took 15-22% longer a batch than one at a time, results/eval_group_cpu) and on CUDA as many as
+    3-layer model at once took longer a batch than one at a time: results/eval_group_cpu) and on CUDA as many as
     keep a forward within 2^16 tokens and 2^28 bytes of float logits: the seed's 3L model 8 batches of 32 x 256,
     GPT-2 124M 1. A small model's eval forward is launch-bound on a GPU: 8,400 eval batches were 39% of a 5000-step
     run's floor (results/bench_gpu.md)."""
