@@ -3,6 +3,8 @@ Diagnostics from the seed papers, measured on any checkpoint train.py writes.
 
 $ python analyze.py --out_dir=out/diff_6L                  # or --ckpt=out/diff_6L/best.pt (the best val loss)
 $ python analyze.py --out_dir=out/gated_6L --eval_iters=20 --batch_size=8 --device=cuda --dtype=bfloat16
+$ python analyze.py --trajectory_page results/shakespeare_full_cpu  # a page rendered from a folder's files
+                                    # (and --emergence_page DIR); with --check: exit 1 where the page differs
 
 Per layer and overall, on `eval_iters` validation batches:
   - first-token attention: the mean weight queries at positions >= 1 give to position 0, and the fraction of
@@ -350,6 +352,154 @@ def emergence_plot(folder, path):
     return True
 
 
+# --- the sink trajectory (results/shakespeare_full_cpu/sink_trajectory.md): analyze.py on snapshots over training
+
+def trajectory_runs(folder):
+    """{run: [analysis of each snapshot, by step]} from folder/sink_trajectory/<run>_iter<step>.json, the analysis.json
+    this file wrote on each checkpoint a run left at an eval."""
+    snaps = os.path.join(folder, 'sink_trajectory')
+    runs = {}
+    for name in sorted(os.listdir(snaps)):
+        if name.endswith('.json') and '_iter' in name:
+            with open(os.path.join(snaps, name)) as f:
+                runs.setdefault(name.rsplit('_iter', 1)[0], []).append(json.load(f))
+    if not runs:
+        raise ValueError(f"{snaps} holds no <run>_iter<step>.json: write analyze.py's analysis.json of each snapshot "
+                         f"there under that name")
+    return {run: sorted(snaps, key=lambda a: a['iter']) for run, snaps in runs.items()}
+
+
+def only(values, what):
+    """The one value every snapshot has for what; a page that pooled snapshots measured differently would mislead."""
+    values = set(values)
+    if len(values) != 1:
+        raise ValueError(f"the snapshots differ in {what} ({sorted(values, key=str)}): measure them alike")
+    return values.pop()
+
+
+def trajectory_table(run, snaps, uniform):
+    """One run's rows: first-token attention per layer and overall, heads on token 0, kurtosis, max |act|, int4."""
+    layers = only((len(a['layers']) for a in snaps), 'number of layers')
+    head = ' | '.join(f'layer {i + 1}' for i in range(layers))
+    lines = [f"{run}: first-token attention per layer (uniform weights would give {uniform:.3f}), overall; heads "
+             f"whose most-attended key is token 0; kurtosis (tokens >= 1, mean of layers); largest |activation|; int4 "
+             f"penalty",
+             '', f'| step | {head} | overall | heads on token 0 | kurtosis | max abs act | int4 penalty |',
+             '|' + '---|' * (layers + 6)]
+    for a in snaps:
+        o = a['overall']
+        lines.append(f"| {a['iter']} | " + ' | '.join(f"{l['first_token_attention']:.4f}" for l in a['layers'])
+                     + f" | {o['first_token_attention']:.4f} | {o['first_token_heads']:.2f} | {o['kurtosis_rest']:.2f}"
+                     f" | {o['max_activation']:.2f} | {a['quantization']['loss_penalty_int4']:+.4f} |")
+    return '\n'.join(lines)
+
+
+# How an unfinished run of the trajectory ended: a record of what was done, not a measurement
+STOPPED = {'softmax1_3L_s1': 'It was stopped on 2026-11-23 (commit `bdaa912`) and not resumed since; its checkpoint '
+                             'was kept, uncommitted, in the checkout it ran in.'}
+
+
+def trajectory_page(folder):
+    """sink_trajectory.md's text: a pure function of the snapshots' analysis files (trajectory_runs) and the finished
+    run's summary.json beside them. What it types is how the runs were made (commands, commits, dates, the machine)."""
+    runs = trajectory_runs(folder)
+    done = [r for r in runs if os.path.exists(os.path.join(folder, r, 'summary.json'))]
+    if len(done) != 1:
+        raise ValueError(f"{folder}: the trajectory page reads one finished run's summary.json, found {len(done)} "
+                         f"among {', '.join(runs)}")
+    with open(os.path.join(folder, done[0], 'summary.json')) as f:
+        s = json.load(f)
+    cfg = s['config']
+    snaps = [a for r in runs for a in runs[r]]
+    uniform = only((a['overall']['first_token_uniform'] for a in snaps), 'the uniform reference')
+    n, bs, dtype = (only((a[k] for a in snaps), k) for k in ('eval_iters', 'batch_size', 'dtype'))
+    T = only((a['model_args']['block_size'] for a in snaps), 'block_size')
+    last = {r: runs[r][-1]['iter'] for r in runs}
+    unfinished = [r for r in runs if r not in done]
+    rel = os.path.relpath(folder, HERE)
+    own = ''  # the finished run's last snapshot, where it is the run folder's analysis.json itself
+    if os.path.exists(os.path.join(folder, done[0], 'analysis.json')):
+        with open(os.path.join(folder, done[0], 'analysis.json')) as f:
+            if json.load(f) == runs[done[0]][-1]:
+                own = f"; {done[0]}'s last snapshot is the run folder's own `analysis.json`"
+    lines = [
+        "# Does a sink grow at the seed's schedule? analyze.py over training, on a CPU",
+        '',
+        f"Rendered by `python analyze.py --trajectory_page {rel}` from the snapshots' analysis files in "
+        f"`sink_trajectory/` and `{done[0]}/summary.json`; do not edit by hand (`tests/test_findings_pages.py` "
+        f"re-renders it and compares).",
+        '',
+        f"The seed's schedule (`PROFILE=full`: {cfg['max_iters']} steps, lr {cfg['learning_rate']:g}, dropout "
+        f"{cfg['dropout']:g}, {cfg['n_layer']} layers), seed {cfg['seed']}, causal, on 2 cores of an AMD EPYC "
+        f"(family 25 model 17, AVX512-BF16, no AMX), `dtype={cfg['dtype']}` = {s['dtype']}, torch "
+        f"{s['torch_version']}, from a checkout of `34745d8`. Evals of {cfg['eval_iters']} batches every "
+        f"{cfg['eval_interval']} steps (`--eval_iters={cfg['eval_iters']}`; the batches are the first "
+        f"{cfg['eval_iters']} of the profile's 200), so the evals cost little on a CPU. nanogpt ran its first "
+        f"iterations on 2 threads and was then stopped (SIGTERM, checkpoint) and resumed on 1 thread pinned to core 0 "
+        f"beside softmax-1 on core 1 (the step it stopped at is in `git show d3e4fed:{rel}/sink_trajectory.md`; the "
+        f"committed log does not record it); the thread count changes the summation order, not the data, the dropout "
+        f"masks or the schedule:",
+        '',
+        '```sh',
+        'PROFILE=full SEEDS=1 DEPTHS=3L VARIANTS=nanogpt ./ablate.sh --eval_iters=20      # then, after the stop:',
+        'OMP_NUM_THREADS=1 taskset -c 0 env PROFILE=full SEEDS=1 DEPTHS=3L VARIANTS=nanogpt '
+        './ablate.sh --eval_iters=20',
+        'OMP_NUM_THREADS=1 taskset -c 1 env PROFILE=full SEEDS=1 DEPTHS=3L VARIANTS=softmax1 '
+        './ablate.sh --eval_iters=20',
+        '```',
+        '',
+        f"Every ckpt.pt the runs wrote (one per eval) was hard-linked aside as it appeared, and `analyze.py` (main "
+        f"between `a949fc3` and `0319c07`: the same measures; {dtype}, {n} validation batches of {bs} x {T}) ran on "
+        f"the checkpoints of the steps below, `python analyze.py --out_dir=<folder of one snapshot> --eval_iters={n} "
+        f"--batch_size={bs}`{own}. Its val loss on the profile's eval batches, for the comparison with the GPU run of "
+        f"the same seed (`claims.md`), came from the command below; its output is not committed (`git show "
+        f"c727f7d:{rel}/sink_trajectory.md` quotes it):",
+        '',
+        '```sh',
+        'python train.py configs/nanogpt_3L.py --init_from=resume --out_dir=runs/shakespeare_full/nanogpt_3L_s1 \\',
+        '    --eval_only=True --eval_iters=200 --seed=1 --device=cpu --max_iters=5000 --lr_decay_iters=5000 \\',
+        '    --warmup_iters=100 --dropout=0.2',
+        '```',
+        '',
+        f"The files are in `sink_trajectory/`. Uniform weights over the keys each query may see would give token 0 "
+        f"**{uniform:.3f}** (queries 1-{T - 1} under the causal mask; a softmax-1 row sums to less than 1, so compare "
+        f"it with nanogpt, not with {uniform:.3f}). Under the causal mask, uniform weights also make token 0 the "
+        f"most-attended key of every head (\"heads on token 0\" = 1.0), as seed note 002 itself explains (token 0 is "
+        f"the only key every query sees).",
+    ]
+    for r in unfinished:
+        lines += ['', f"The {r} run is unfinished: its snapshots end at step {last[r]} of {cfg['max_iters']}."
+                  + (f' {STOPPED[r]}' if r in STOPPED else '')]
+    for r in runs:
+        lines += ['', trajectory_table(r, runs[r], uniform)]
+    return '\n'.join(lines) + '\n'
+
+
+# the pages rendered from a folder's runs: --flag -> (the page it writes in DIR, its render)
+RUN_PAGES = {'emergence_page': ('emergence.md', emergence_page),
+             'trajectory_page': ('sink_trajectory.md', trajectory_page)}
+
+
+def write_page(flag, folder, check):
+    """Render a page of RUN_PAGES into folder; with check, write nothing and exit 1 where the file differs."""
+    name, render = RUN_PAGES[flag]
+    path = os.path.join(folder, name)
+    try:
+        text = render(folder)
+    except (OSError, ValueError) as e:
+        raise SystemExit(f'error: {e}')
+    if check:
+        with open(path, encoding='utf-8') as f:
+            if f.read() != text:
+                raise SystemExit(f"{path} differs from its render: run python analyze.py --{flag} {folder}")
+        print(f'{path}: up to date')
+        return
+    write_text(path, text)
+    if flag == 'emergence_page':
+        emergence_plot(folder, os.path.join(folder, 'emergence.png'))
+    print(text)
+
+
 # --- collection
 
 @torch.no_grad()
@@ -498,7 +648,7 @@ def heatmaps(model, x, path):
     return True
 
 
-def main():
+def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     ap.add_argument('--out_dir', default='out')
     ap.add_argument('--ckpt', default=None, help='default: OUT_DIR/ckpt.pt (the last state); OUT_DIR/best.pt holds '
@@ -513,16 +663,16 @@ def main():
     ap.add_argument('--emergence_page', metavar='DIR', help="write DIR/emergence.md (and emergence.png) from the one "
                     "run under DIR that holds a summary.json, its log.jsonl's outlier curves and its analysis.json; "
                     "nothing else is done")
-    args = ap.parse_args()
-    if args.emergence_page:
-        try:
-            text = emergence_page(args.emergence_page)
-        except (OSError, ValueError) as e:
-            raise SystemExit(f'error: {e}')
-        write_text(os.path.join(args.emergence_page, 'emergence.md'), text)
-        emergence_plot(args.emergence_page, os.path.join(args.emergence_page, 'emergence.png'))
-        print(text)
-        return
+    ap.add_argument('--trajectory_page', metavar='DIR', help="write DIR/sink_trajectory.md from the snapshots' "
+                    "analysis files in DIR/sink_trajectory/ and the finished run's summary.json; nothing else is done")
+    ap.add_argument('--check', action='store_true', help='with a --*_page flag: write nothing, exit 1 where the page '
+                    'differs from its render')
+    args = ap.parse_args(argv)
+    if args.check and not any(getattr(args, flag) for flag in RUN_PAGES):
+        ap.error('--check checks a page: give --emergence_page DIR or --trajectory_page DIR')
+    for flag in RUN_PAGES:
+        if getattr(args, flag):
+            return write_page(flag, getattr(args, flag), args.check)
     if args.eval_iters < 1 or args.batch_size < 1:
         ap.error('--eval_iters and --batch_size must be at least 1')
     if args.calib_iters < 1:

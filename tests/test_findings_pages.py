@@ -1,0 +1,293 @@
+"""Every findings page is rendered and checked, or is prose that states no result: each Markdown file git tracks under
+results/ and docs/, and the front page ('README.md'), is either a page a renderer writes from the committed runs and
+a test compares byte for byte (claims.py's, evidence/pages.py's PAGES, report.py's results.md of each sweep,
+analyze.py's pages of a folder's runs), or a prose page named in PROSE with its reason, whose text a lint keeps free
+of typed results.
+analyze.py's pages are checked here: each is its render, a hand-edited digit fails --check, and a changed run file
+changes the page. Reads files only: no training."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, 'evidence'))  # claims.py, pages.py, as tests/test_pages.py imports them
+import analyze  # noqa: E402
+import claims  # noqa: E402
+import pages  # noqa: E402
+import report  # noqa: E402
+from test_report import rerender_matches, sweep_folders  # noqa: E402  how test_report.py re-renders a sweep
+
+# Pages that state no result of this repository's runs, each with why; the lint below reads them (of 'README.md', the
+# text outside README's "What we found" block, which claims.py renders and tests/test_report.py checks)
+PROSE = {
+    'README.md': 'the front page: what each part does and how to run it; its findings block is claims.py\'s render',
+    'docs/details.md': 'how each part is built and what it measures; for results it points to the rendered pages',
+    'docs/config.md': 'every config key, its default and its meaning: settings, not results',
+    'docs/adding_a_variant.md': 'a recipe: the places a new variant goes',
+    'docs/seed_notes.md': 'the seed notes\' own numbers, quoted as the notes give them: not this repository\'s runs',
+    'docs/anchors.md': 'numbers others published, each with its source: not this repository\'s runs',
+}
+# Prose pages whose every number is a citation (of the seed notes, of papers): the lint reads them for counts of
+# runs only, since their decimals and metrics are the sources' own
+CITATIONS = {'docs/seed_notes.md', 'docs/anchors.md'}
+
+
+def tracked_pages():
+    """'README.md' and every Markdown file git tracks under results/ and docs/ (a fresh clone's)."""
+    try:
+        out = subprocess.run(['git', 'ls-files', '-z', '--', 'README.md', 'results/*.md', 'docs/*.md'], cwd=ROOT,
+                             capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip('not a git checkout')
+    return sorted(p for p in out.split('\0') if p)
+
+
+def report_folders():
+    """The folders under results/ with a results.md beside run folders (<variant>_<depth>_s<seed>, finished or not):
+    report.py's pages."""
+    return sorted(d for d, dirs, files in os.walk(os.path.join(ROOT, 'results'))
+                  if 'results.md' in files and any(report.RUN_RE.match(name) for name in dirs))
+
+
+def rendered(paths):
+    """The pages among paths that a renderer writes and a test compares byte for byte: claims.py's results/claims.md
+    (tests/test_report.py), pages.PAGES and the GPU checks' results.md, evidence/bench_gpu.py's render of the
+    results.json beside each (pages.records(); tests/test_pages.py), report.py's results.md of every folder with run
+    folders (tests/test_report.py for finished runs, the test below for the rest) and analyze.py's pages of a
+    folder's runs (here)."""
+    found = {os.path.relpath(claims.CLAIMS_MD, ROOT)} | set(pages.PAGES) | set(pages.records())
+    found |= {os.path.relpath(os.path.join(f, 'results.md'), ROOT) for f in report_folders()}
+    found |= {p for p in paths for name, _ in analyze.RUN_PAGES.values()
+              if p.startswith('results/') and os.path.basename(p) == name}
+    return found & set(paths)
+
+
+def unclassified(paths):
+    """The pages among paths that are neither rendered and checked nor named prose, each with how to fix it."""
+    known = rendered(paths) | set(PROSE)
+    return [f'{p}: neither a rendered page nor a named prose page. Render it from the committed runs (a template in '
+            f'evidence/pages/ listed in pages.PAGES, or a renderer whose test compares it byte for byte), or, where it '
+            f'states no result of this repository\'s runs, add it to PROSE in tests/test_findings_pages.py with the '
+            f'reason' for p in paths if p not in known]
+
+
+def test_every_findings_page_is_rendered_or_named_prose():
+    paths = tracked_pages()
+    missing = unclassified(paths)
+    assert not missing, '\n'.join(missing)
+    assert not rendered(paths) & set(PROSE), 'a page is both rendered and named prose: keep it in one'
+    gone = sorted(set(PROSE) - set(paths))
+    assert not gone, f'PROSE names {gone}, which git does not track: remove the entry'
+
+
+def test_sweeps_of_unfinished_runs_rerender_byte_for_byte(tmp_path, monkeypatch):
+    """The results.md of a folder whose runs have not finished (a log.jsonl, no summary.json), which
+    tests/test_report.py's check of the committed sweeps passes over, is report.py's render of its run files too."""
+    monkeypatch.setattr(report, 'plots', lambda data, root: [])  # results.md does not depend on the plots
+    finished = sweep_folders(os.path.join(ROOT, 'results'))
+    for i, folder in enumerate(f for f in report_folders() if f not in finished):
+        (tmp_path / str(i)).mkdir()
+        assert rerender_matches(folder, str(tmp_path / str(i))), \
+            f'{os.path.relpath(folder, ROOT)}/results.md is not what report.py renders: run python report.py on it'
+
+
+def test_a_new_page_fails_with_how_to_fix_it():
+    """A Markdown page added under results/ without a renderer or a reason is named, with both ways out."""
+    new = os.path.join('results', 'a_new_measurement.md')
+    (message,) = [m for m in unclassified(tracked_pages() + [new]) if m.startswith(new)]
+    assert 'pages.PAGES' in message and 'PROSE' in message
+    assert unclassified(['docs/details.md', 'results/claims.md', 'results/shakespeare_cpu_long/results.md']) == []
+
+
+# ----------------------------------------------------------------------------- the lint of the prose pages
+
+WORD_NUMBERS = 'zero|no|none|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve'
+COUNT = rf'(?:\d+|{WORD_NUMBERS})'
+RUNS = r'(?:seeds|runs|variants|models|cells)'  # what a count of results counts
+# What a typed result looks like in prose. A page's own numbers that match but are not results (a formula's value,
+# a citation) go in NOT_RESULTS with where they come from
+TYPED = {
+    'a decimal with 3 or more digits after the point (a loss, a metric)': r'(?<![\w.])[−-]?\d+\.\d{3,}',
+    'a number after a loss or metric word': r'\b(?:loss(?:es)?|val|perplexity|ppl|accuracy|kurtosis|MFU|TFLOP/s|'
+                                            r'tokens/s)(?: of| at| near| to| is| =)? ?[−-]?\d+(?:\.\d+)?',
+    'a range of decimals (a spread over runs)': r'(?<![\w.])\d+\.\d+ ?[–-] ?\d+\.\d+',
+    'a percentage of runs': rf'\d+(?:\.\d+)?% of (?:the )?(?:\w+ )?{RUNS}\b',
+    'k of n': rf'\b\d+ of \d+\b|\b{COUNT} of (?:the )?{COUNT} {RUNS}\b',
+    'every / all seeds or runs': rf'\b(?:in|for|across|on|of) (?:every|each|all(?: the)?) (?:{COUNT} )?'
+                                 rf'(?:seeds?|runs?)\b(?! folder)|\ball (?:the )?{COUNT} {RUNS}\b',
+}
+COUNTS_ONLY = ('k of n', 'every / all seeds or runs', 'a percentage of runs')
+
+
+def uniform_first_token(T):
+    """Uniform weights' first-token attention under the causal mask: query t gives 1/(t + 1) to token 0, averaged over
+    queries 1..T-1 (analyze.uniform_first_token's reference, in closed form)."""
+    return sum(1 / (t + 1) for t in range(1, T)) / (T - 1)
+
+
+# Numbers a prose page states that the lint would take for results, each with where it comes from; a formula's
+# value is computed here, so that a changed formula or a mistyped digit fails
+NOT_RESULTS = {
+    'docs/details.md': {
+        f'{round(0.2 * 2 ** 16) / 2 ** 16:.7f}': "dropout's p = 0.2 rounded to a multiple of 2^-16 (model.Dropout)",
+        f'{uniform_first_token(256):.3f}': "uniform weights' first-token attention at T = 256 under the causal mask",
+        '0.08': "the seed notes' 6-layer val losses (docs/seed_notes.md)",
+    },
+}
+
+
+def prose(text):
+    """The text a reader takes for prose: without code blocks, `code` (which may run over a line break) and the
+    block claims.py renders in README's "What we found"."""
+    for pattern in (r'<!-- findings:start -->.*?<!-- findings:end -->', r'```.*?```', r'`[^`]*`'):
+        text = re.sub(pattern, lambda m: '\n' * m[0].count('\n'), text, flags=re.S)  # the lines keep their numbers
+    return text
+
+
+def typed_results(text, allowed=(), kinds=tuple(TYPED)):
+    """(line, kind, match) of each pattern of TYPED in the prose of text, but for the allowed numbers.
+
+    It catches: a decimal with three or more digits after the point (val 0.014, 0.437 TFLOP/s); a range of decimals
+    (1.96-2.33); a number right after a loss or metric word (val 0.35, MFU of 139%); a percentage of runs (40% of
+    seeds); "k of n" counts (5 of 5, or in words before what they count: none of three variants); "in every seed",
+    "across all runs", "all 3 seeds". Not: config values (lr 3e-4, 5000 steps, dropout 0.2), a percentage of a split
+    or of heads (the last 10%, Kaul et al.'s 98% of heads), or anything in `code` or a code block."""
+    found, text = [], prose(text)
+    for kind in kinds:
+        for m in re.finditer(TYPED[kind], text, re.I):
+            number = re.search(r'[−-]?\d+(?:\.\d+)?', m[0])
+            if number is None or number[0] not in allowed:
+                found.append((text.count('\n', 0, m.start()) + 1, kind, m[0]))
+    return sorted(found)
+
+
+@pytest.mark.parametrize('page', sorted(PROSE))
+def test_prose_pages_type_no_results(page):
+    with open(os.path.join(ROOT, page), encoding='utf-8') as f:
+        text = f.read()
+    if page == 'README.md':
+        assert text.count('<!-- findings:start -->') == 1 and text.count('<!-- findings:end -->') == 1
+    found = typed_results(text, NOT_RESULTS.get(page, {}), COUNTS_ONLY if page in CITATIONS else tuple(TYPED))
+    assert not found, (f'{page} types what looks like a result of runs: '
+                       + '; '.join(f'line {line}: {what!r} ({kind})' for line, kind, what in found)
+                       + '. Move it to a rendered page and point there, or, where it is a formula, a setting or a '
+                         'citation, add it to NOT_RESULTS with where it comes from')
+
+
+@pytest.mark.parametrize('typed', ['nanogpt, Diff and Sym fall to val 0.014 within 300 steps',
+                                   'Norm+Sym is the worst (val 1.63)', 'a peak of 0.437 TFLOP/s',
+                                   'the causal row ends at 1.96–2.33',
+                                   'every later run logged an MFU of 139%', 'a sink in 5 of 5 seeds',
+                                   'none of three variants copies', 'it holds in every seed',
+                                   'the gap is negative across all runs', 'all 3 seeds agree',
+                                   'the copy is found in 40% of runs'])
+def test_the_lint_catches_a_typed_result(typed):
+    """A typed result put back into details.md's text is caught; the same words in `code` are not."""
+    with open(os.path.join(ROOT, 'docs', 'details.md'), encoding='utf-8') as f:
+        text = f.read()
+    at = text.index('\n\n## Sweeps')
+    allowed = NOT_RESULTS['docs/details.md']
+    assert typed_results(text, allowed) == []
+    found = typed_results(text[:at] + f' {typed}.' + text[at:], allowed)
+    assert found and found[0][0] == text.count('\n', 0, at) + 1
+    assert typed_results(text[:at] + f' `{typed}`.' + text[at:], allowed) == []
+
+
+def test_the_lint_passes_settings_splits_and_citations():
+    """What the prose pages state that is not a result: settings, a split, others' numbers, a formula's value."""
+    for text in ('500 steps at lr 1e-3, dropout 0.2, 3L', 'the held-out last 10% of tiny Shakespeare',
+                 "Kaul et al.'s 98% of heads", 'a model "has a sink" at 20% or more', 'one of the `--k` (3) most',
+                 'weights of the lowest val loss', '```\nval 0.014\n```'):
+        assert typed_results(text) == [], text
+    assert typed_results('p is rounded: 0.1999969', NOT_RESULTS['docs/details.md']) == []
+    assert typed_results('p is rounded: 0.1999968', NOT_RESULTS['docs/details.md']) != []
+
+
+# ----------------------------------------------------------------------------- analyze.py's pages of a folder's runs
+
+def run_pages():
+    """(flag, folder) of each tracked page analyze.py renders from a folder's runs."""
+    return [(flag, os.path.dirname(p)) for p in tracked_pages() for flag, (name, _) in analyze.RUN_PAGES.items()
+            if p.startswith('results/') and os.path.basename(p) == name]
+
+
+def test_both_of_analyzes_pages_are_committed():
+    assert sorted(run_pages()) == [('emergence_page', 'results/pycode_gate_cpu'),
+                                   ('trajectory_page', 'results/shakespeare_full_cpu')]
+
+
+@pytest.mark.parametrize('flag,folder', run_pages())
+def test_run_page_is_its_render(flag, folder, capsys):
+    """The committed page is its render from the committed run files, byte for byte, and --check says so."""
+    name, render = analyze.RUN_PAGES[flag]
+    with open(os.path.join(ROOT, folder, name), encoding='utf-8') as f:
+        assert f.read() == render(os.path.join(ROOT, folder)), f'{folder}/{name}: python analyze.py --{flag} {folder}'
+    analyze.main(['--check', f'--{flag}', os.path.join(ROOT, folder)])
+    assert 'up to date' in capsys.readouterr().out
+
+
+def copy_of(folder, tmp_path, monkeypatch):
+    """The folder's text files (no images, no checkpoints) at the same place under tmp_path, with the configs the page
+    names, and analyze.py's root moved there, so the copy renders as the original does."""
+    shutil.copytree(os.path.join(ROOT, folder), tmp_path / folder, ignore=shutil.ignore_patterns('*.png', '*.pt'))
+    shutil.copytree(os.path.join(ROOT, 'configs'), tmp_path / 'configs')
+    monkeypatch.setattr(analyze, 'HERE', str(tmp_path))
+    return tmp_path / folder
+
+
+def edit_a_digit(text):
+    """text with the last digit of the first table cell's decimal changed (9 -> 8, else + 1)."""
+    m = re.search(r'^\|[^\n]*?\d\.(\d+) \|', text, re.M)
+    j = m.end(1) - 1
+    return text[:j] + ('8' if text[j] == '9' else str(int(text[j]) + 1)) + text[j + 1:]
+
+
+@pytest.mark.parametrize('flag,folder', run_pages())
+def test_a_hand_edited_digit_fails_the_check(flag, folder, tmp_path, monkeypatch, capsys):
+    copy = copy_of(folder, tmp_path, monkeypatch)
+    name = analyze.RUN_PAGES[flag][0]
+    analyze.main(['--check', f'--{flag}', str(copy)])  # the copy as committed: up to date
+    page = copy / name
+    page.write_text(edit_a_digit(page.read_text(encoding='utf-8')), encoding='utf-8')
+    with pytest.raises(SystemExit, match=f'{name} differs from its render: run python analyze.py --{flag}'):
+        analyze.main(['--check', f'--{flag}', str(copy)])
+
+
+def test_a_changed_snapshot_changes_the_trajectory(tmp_path, monkeypatch):
+    """sink_trajectory.md reads the snapshots: one layer's first-token attention changed changes that row's cell."""
+    copy = copy_of('results/shakespeare_full_cpu', tmp_path, monkeypatch)
+    path = copy / 'sink_trajectory' / 'nanogpt_3L_s1_iter1000.json'
+    a = json.loads(path.read_text())
+    before = analyze.trajectory_page(str(copy))
+    a['layers'][1]['first_token_attention'] = 0.5
+    path.write_text(json.dumps(a))
+    after = analyze.trajectory_page(str(copy))
+    assert f"| 1000 | {a['layers'][0]['first_token_attention']:.4f} | 0.5000 |" in after
+    assert '| 0.5000 |' not in before
+
+
+def test_a_changed_summary_changes_the_gate_page(tmp_path, monkeypatch):
+    """emergence.md reads summary.json: a changed final val loss is the page's, in loss and in bits a byte."""
+    copy = copy_of('results/pycode_gate_cpu', tmp_path, monkeypatch)
+    path = copy / os.path.basename(analyze.gate_run(str(copy))) / 'summary.json'
+    s = json.loads(path.read_text())
+    s['final_val_loss'] = 1.2345
+    path.write_text(json.dumps(s))
+    assert 'final val loss 1.2345 (bytes: 1.781 bits a byte)' in analyze.emergence_page(str(copy))
+
+
+def test_the_trajectory_refuses_snapshots_measured_differently(tmp_path, monkeypatch):
+    """Snapshots analysed on other settings would not make one table: the page names the setting."""
+    copy = copy_of('results/shakespeare_full_cpu', tmp_path, monkeypatch)
+    path = copy / 'sink_trajectory' / 'softmax1_3L_s1_iter0500.json'
+    a = json.loads(path.read_text())
+    a['eval_iters'] = 20
+    path.write_text(json.dumps(a))
+    with pytest.raises(ValueError, match=r'the snapshots differ in eval_iters \(\[10, 20\]\)'):
+        analyze.trajectory_page(str(copy))
