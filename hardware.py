@@ -161,9 +161,9 @@ def cpu_peak(dtype, threads=None):
     """This CPU's peak FLOP/s in dtype: the highest figure ever timed on this machine (its model, instruction set,
     torch's threads, the torch version), kept in cpu_peak_path(). Each start times it again (a fraction of a second)
     and raises the kept figure if it beat it; it is never lowered, because other work on the machine only ever slows a
-    matmul. Timed once and kept as it was, a figure timed while the machine was busy stayed: 0.056 TFLOP/s against
-    0.149 quiet on a 2-core EPYC (2026-11-27), and every later run logged an MFU of 139%. Timed at each start and
-    used as timed, one config's MFU moved from 6% to 26% with the load. Under a lock, so that runs starting at once
+    matmul. Timed once and kept as it was, a figure timed while the machine was busy stayed, and every later run
+    logged an MFU above 100% (a 2-core EPYC, fixed at 020ace5); timed at each start and used as timed, one config's
+    MFU moved with the load (fixed at fceb1ab). Under a lock, so that runs starting at once
     read and write it in turn. threads: DDP's ranks on one CPU, timed on all their threads together."""
     info = cpu_info()
     info['threads'] = threads or info['threads']
