@@ -227,7 +227,8 @@ def provenance(s):
             if changes(s['config']):
                 {False: superseded, None: era_unknown}.get(contains(commit, c), []).append(c)
     on_cpu = not (m or {}).get('gpu') and str(s.get('device') or 'cpu').startswith('cpu')
-    threads = ((m or {}).get('cpu') or {}).get('threads') if on_cpu else None
+    # torch's thread count: summary.json's record, else the backfilled entry's where a page names it (OMP_NUM_THREADS)
+    threads = (((m or {}).get('cpu') or {}).get('threads') if m else p.get('threads')) if on_cpu else None
     return dict(machine=machine_label(m) if m else p.get('machine', 'unknown'),
                 dtype=s.get('dtype') or p.get('dtype') or 'unknown', commit=commit, superseded=superseded,
                 era_unknown=era_unknown, path=path_of(s), threads=(threads or 'unknown') if on_cpu else None,
@@ -274,6 +275,57 @@ def homogeneous(ss):
     for s in ss:
         out.setdefault(computed_on(s), []).append(s)
     return out
+
+
+# ----------------------------------------------------------------------------- the mixed check, shared
+# One code path for every table that pools runs (results/claims.md, README's findings, --across, the pages): a cell
+# or a comparison whose runs are not one homogeneous group is *mixed*, and shows each group's value beside the pooled
+# one, each group numbered G1, G2, ... in a legend the table prints under it.
+
+def group_number(label, names):
+    """label's number in a table's legend `names` (1-based), appended where new."""
+    if label not in names:
+        names.append(label)
+    return names.index(label) + 1
+
+
+def legend(names):
+    return '*mixed* groups: ' + '; '.join(f'G{i} = {n}' for i, n in enumerate(names, 1)) + '.'
+
+
+def grouped(ss, text, names):
+    """text(runs) of a cell's runs; where they are not one homogeneous group, ' *mixed*: ' and each group's text
+    after the pooled one (G1, G2, ... as numbered in names)."""
+    groups = list(homogeneous(ss).values())
+    if len(groups) < 2:
+        return text(ss)
+    return text(ss) + ' *mixed*: ' + '; '.join(f'G{group_number(group_label(g), names)} {text(g)}' for g in groups)
+
+
+def paired_groups(ra, rb, a, b):
+    """The homogeneous groups of a paired comparison: ra, rb {seed: run}, a, b {seed: value} over the same seeds. A
+    seed's group is its runs' computed_on where A's and B's agree, else the pair of the two (a group of its own
+    kind). -> [{'label', 'seeds', 'homogeneous', 'stat' (compare() of the group's seeds)}], one entry where the
+    comparison is homogeneous."""
+    by = {}
+    for x in a:
+        ka, kb = computed_on(ra[x]), computed_on(rb[x])
+        by.setdefault(ka if ka == kb else (ka, kb), []).append(x)
+    out = []
+    for key, seeds in by.items():
+        alike = isinstance(key, str)
+        label = group_label([r[x] for r in (ra, rb) for x in seeds]) if alike else '; '.join(
+            f'{side} {group_label([r[x] for x in seeds])}' for side, r in (('A', ra), ('B', rb)))
+        out.append(dict(label=label, seeds=seeds, homogeneous=alike,
+                        stat=compare({x: a[x] for x in seeds}, {x: b[x] for x in seeds})))
+    return out
+
+
+def groups_disagree(groups):
+    """Whether a comparison's groups (paired_groups) differ in the sign of their mean difference: then no pooled
+    value stands for them."""
+    signs = {math.copysign(1, g['stat']['diff']) if g['stat']['diff'] else 0 for g in groups}
+    return len(groups) > 1 and len(signs) > 1
 
 
 def depth_key(d):
@@ -1046,22 +1098,27 @@ def markdown(runs, sweep=None):
 def across_table(roots):
     """Sweeps side by side (e.g. one per masking bug): a row per sweep and depth, a column per variant, the
     training-step loss / val loss at the last evaluation, mean ± std over finished seeds (n = their number when
-    more than one), so one table sets each mechanism's cells beside another's."""
+    more than one), so one table sets each mechanism's cells beside another's. A cell whose runs are not one
+    homogeneous group is *mixed* and gives each group's values after the pooled ones (grouped(), the claims' rule),
+    the groups named under the table."""
     loaded = [(os.path.basename(os.path.normpath(r)), load_runs(r)) for r in roots]
     variants = sorted({v for _, runs in loaded for v, _ in runs}, key=variant_key)
     lines = ['| sweep, depth: train step / val | ' + ' | '.join(NAMES.get(v, v) for v in variants) + ' |',
              '|---' * (len(variants) + 1) + '|']
+    names = []
     for name, runs in loaded:
         for d in sorted({d for _, d in runs}, key=depth_key):
-            cells = []
-            for v in variants:
-                ok = finished(runs.get((v, d), dict(ok=[])))
-                steps = [train_step_loss(s) for s in ok]
-                step = mean_std(steps) if ok and None not in steps else '?'
-                cells.append(f"{step} / {mean_std([s['final_val_loss'] for s in ok])}"
-                             + (f' (n={len(ok)})' if len(ok) > 1 else '') if ok else '—')
-            lines.append(f'| {name} {d} | ' + ' | '.join(cells) + ' |')
-    return '\n'.join(lines) + '\n'
+            cells = [finished(runs.get((v, d), dict(ok=[]))) for v in variants]
+            lines.append(f'| {name} {d} | ' + ' | '.join(grouped(ok, step_val, names) if ok else '—'
+                                                         for ok in cells) + ' |')
+    return '\n'.join(lines + (['', legend(names)] if names else [])) + '\n'
+
+
+def step_val(ok):
+    """'train step / val' of runs, mean ± std, (n=k) where several."""
+    steps = [train_step_loss(s) for s in ok]
+    step = mean_std(steps) if None not in steps else '?'
+    return f"{step} / {mean_std([s['final_val_loss'] for s in ok])}" + (f' (n={len(ok)})' if len(ok) > 1 else '')
 
 
 def render(root):

@@ -8,7 +8,8 @@ results/claims.md (whole) and README's "What we found" (between its findings mar
 A claim is tested by rows of TESTS: which runs it reads (a results folder, reference A and variant B as sweep.py
 names them, a depth), what it measures (METRICS), which sign of B - A it predicts, and the precondition (NEEDS) that
 makes the phenomenon present in a seed, checked on A's run of that seed: a seed without it is dropped, not counted.
-Pointing a row at a rerun is a change of its folder. A folder or a cell not committed renders as not measured.
+Pointing a row at a rerun is a change of its folder. A folder or a cell not committed renders as not measured, naming
+the GPU job (evidence/gpu_queue.py) that makes its runs where one does.
 """
 import argparse
 import math
@@ -20,8 +21,10 @@ from dataclasses import dataclass, replace
 from scipy import stats
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository's root
+import gpu_queue  # noqa: E402  (evidence/: the GPU jobs whose runs a row waits on)
 import report  # noqa: E402
-from report import NAMES, NUMERICS, compare, computed_on, finished, load_runs, provenance, run_file  # noqa: E402
+from report import (NAMES, NUMERICS, compare, finished, group_number, legend, load_runs, paired_groups,  # noqa: E402
+                    provenance, run_file)
 from sweep import PROFILES, VARIANTS  # noqa: E402
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository's root
@@ -147,9 +150,18 @@ DROP = 'results/shakespeare_cpu_long_dropout0.2'
 # Bigram-Backcopy: seeds 1-5, and seeds 6-10 in a sweep of their own (another machine), pooled by seed
 BB = ('results/bigram_backcopy_sink', 'results/bigram_backcopy_sink_seeds6-10')
 ND = 'results/needle_distractors_retrieval'
-# Python code (data/pycode): the CPU gate's baseline alone, 6 layers, one thread (its emergence.md). The GPU job's
-# five 12-layer variants (gpu_queue.py's pycode_outliers_12L) get the same three rows at '12L' once collected
+# Python code (data/pycode): the CPU gate's baseline alone, 6 layers, one thread (its emergence.md); the GPU job's
+# five 12-layer variants (gpu_queue.py's pycode_outliers_12L) get the same three rows at '12L' (PC_GPU)
 PC_CPU = 'results/pycode_gate_cpu'
+# The GPU queue's folders (evidence/gpu_queue.py; `collect DIR` writes them): the CPU sweeps at dropout 0.2 again on one
+# GPU, three seeds under one rule (leak_cells_dropout0.2); the seed's schedule under zero_future (zero_future_full_3L);
+# the seed author's loop (seed_pipeline_s*); Bigram-Backcopy's ten seeds (sink_10_seeds); Python code at 12 layers
+# (pycode_outliers_12L). Their rows are those of the folders they repeat; until collected they render as not measured,
+# naming the job.
+GPU_DROP = {k: f'results/shakespeare_cpu_long{k}_dropout0.2_gpu'
+            for k in ('', '_noncausal', '_leak_zero_future', '_leak_off_by_one', '_leak_after_norm', '_leak_time_norm')}
+ZF_FULL, PIPE = 'results/shakespeare_full_leak_zero_future', 'results/shakespeare_seed_pipeline'
+BB_GPU, PC_GPU = 'results/bigram_backcopy_sink_gpu', 'results/pycode_outliers_gpu'
 TESTS = [
     # claim 1: Diff against the baseline
     Test(1, CPU, '3L', 'nanogpt', 'diff', 'val', '='),
@@ -157,6 +169,8 @@ TESTS = [
     Test(1, GPU, '6L', 'nanogpt', 'diff', 'val', '='),
     Test(1, GPU, '8L', 'nanogpt', 'diff', 'val', '='),
     Test(1, DROP, '3L', 'nanogpt', 'diff', 'val', '='),
+    Test(1, GPU_DROP[''], '3L', 'nanogpt', 'diff', 'val', '='),
+    Test(1, PIPE, '3L', 'nanogpt', 'diff', 'val', '='),
     # claim 2: Diff on top of Sym
     Test(2, CPU, '3L', 'sym', 'diff_sym', 'val', '<0'),
     Test(2, GPU, '3L', 'sym', 'diff_sym', 'val', '<0'),
@@ -171,6 +185,10 @@ TESTS = [
     Test(2, AN2, '3L', 'sym', 'diff_sym', 'val', '<0'),
     Test(2, NC, '3L', 'sym', 'diff_sym', 'val', '<0'),
     Test(2, NC2, '3L', 'sym', 'diff_sym', 'val', '<0'),
+    *(Test(2, GPU_DROP[k], '3L', 'sym', 'diff_sym', 'val', '<0')
+      for k in ('', '_leak_zero_future', '_leak_off_by_one', '_leak_after_norm', '_noncausal')),
+    Test(2, ZF_FULL, '3L', 'sym', 'diff_sym', 'val', '<0'),
+    Test(2, PIPE, '3L', 'sym', 'diff_sym', 'val', '<0'),
     Test(2, ND, '2L', 'nd_sym', 'nd_diff_sym', 'needle_acc', '>0'),
     # claim 3: Norm+Sym against Sym, and whether it is the highest of the seed's five in each seed
     Test(3, CPU, '3L', 'sym', 'norm_sym', 'val', '>0', worst=True),
@@ -181,6 +199,10 @@ TESTS = [
     Test(3, ZF, '3L', 'sym', 'norm_sym', 'val', '>0', worst=True),
     Test(3, ZF2, '3L', 'sym', 'norm_sym', 'val', '>0', worst=True),
     Test(3, OBO2, '3L', 'sym', 'norm_sym', 'val', '>0', worst=True),
+    *(Test(3, GPU_DROP[k], '3L', 'sym', 'norm_sym', 'val', '>0', worst=True)
+      for k in ('', '_leak_zero_future', '_leak_off_by_one')),
+    Test(3, ZF_FULL, '3L', 'sym', 'norm_sym', 'val', '>0', worst=True),
+    Test(3, PIPE, '3L', 'sym', 'norm_sym', 'val', '>0', worst=True),
     # claim 4: the distance of lambda_full from 1, Diff+Sym against Diff
     Test(4, CPU, '3L', 'diff', 'diff_sym', 'lambda_dist', '<0'),
     Test(4, GPU, '3L', 'diff', 'diff_sym', 'lambda_dist', '<0'),
@@ -192,21 +214,35 @@ TESTS = [
     Test(4, AN2, '3L', 'diff', 'diff_sym', 'lambda_dist', '<0'),
     Test(4, TN2, '3L', 'diff', 'diff_sym', 'lambda_dist', '<0'),
     Test(4, NC, '3L', 'diff', 'diff_sym', 'lambda_dist', '<0'),
+    *(Test(4, GPU_DROP[k], '3L', 'diff', 'diff_sym', 'lambda_dist', '<0')
+      for k in ('_leak_zero_future', '_leak_off_by_one', '_leak_after_norm', '_leak_time_norm')),
+    Test(4, ZF_FULL, '3L', 'diff', 'diff_sym', 'lambda_dist', '<0'),
+    Test(4, PIPE, '3L', 'diff', 'diff_sym', 'lambda_dist', '<0'),
     # claim 5: softmax-1 (with OrthoAdam) and the sink, where the baseline has one (Bigram-Backcopy) and where not
     Test(5, BB, '2L', 'bb_nanogpt', 'bb_softmax1', 'first_token', '<0', 'sink', halves=True),
     Test(5, BB, '2L', 'bb_nanogpt', 'bb_softmax1', 'first_token_L2', '<0', 'sink_L2', halves=True),
     Test(5, BB, '2L', 'bb_nanogpt', 'bb_softmax1_orthoadam', 'first_token', '<0', 'sink'),
     Test(5, BB, '2L', 'bb_nanogpt', 'bb_softmax1_orthoadam', 'kurtosis', '<0', 'outliers'),
+    Test(5, BB_GPU, '2L', 'bb_nanogpt', 'bb_softmax1', 'first_token', '<0', 'sink', halves=True),
+    Test(5, BB_GPU, '2L', 'bb_nanogpt', 'bb_softmax1', 'first_token_L2', '<0', 'sink_L2', halves=True),
+    Test(5, BB_GPU, '2L', 'bb_nanogpt', 'bb_softmax1_orthoadam', 'first_token', '<0', 'sink'),
+    Test(5, BB_GPU, '2L', 'bb_nanogpt', 'bb_softmax1_orthoadam', 'kurtosis', '<0', 'outliers'),
     Test(5, CPU, '3L', 'nanogpt', 'softmax1', 'first_token', '<0', 'sink'),
     # claim 5's outlier half, where a baseline can have outliers: Python code
     Test(5, PC_CPU, '6L', 'pc_nanogpt', 'pc_softmax1_orthoadam', 'kurtosis_first', '<0', 'outliers_pc'),
     Test(5, PC_CPU, '6L', 'pc_nanogpt', 'pc_softmax1_orthoadam', 'massive', '<0', 'outliers_pc'),
     Test(5, PC_CPU, '6L', 'pc_nanogpt', 'pc_softmax1_orthoadam', 'w8a8', '<0', 'outliers_pc'),
+    *(Test(5, PC_GPU, '12L', 'pc_nanogpt', 'pc_softmax1_orthoadam', m, '<0', 'outliers_pc')
+      for m in ('kurtosis_first', 'massive', 'w8a8')),
     # claim 6: the gates and the sink; OrthoAdam alone as a control on the same head
     Test(6, BB, '2L', 'bb_nanogpt', 'bb_gated', 'first_token_L1', '<0', 'sink_L1', halves=True),
     Test(6, BB, '2L', 'bb_nanogpt', 'bb_gated', 'first_token', '<0', 'sink'),
     Test(6, BB, '2L', 'bb_nanogpt', 'bb_gated_headwise', 'first_token_L1', '<0', 'sink_L1', halves=True),
     Test(0, BB, '2L', 'bb_nanogpt', 'bb_orthoadam', 'first_token_L1', '', 'sink_L1', halves=True, of=6),
+    Test(6, BB_GPU, '2L', 'bb_nanogpt', 'bb_gated', 'first_token_L1', '<0', 'sink_L1', halves=True),
+    Test(6, BB_GPU, '2L', 'bb_nanogpt', 'bb_gated', 'first_token', '<0', 'sink'),
+    Test(6, BB_GPU, '2L', 'bb_nanogpt', 'bb_gated_headwise', 'first_token_L1', '<0', 'sink_L1', halves=True),
+    Test(0, BB_GPU, '2L', 'bb_nanogpt', 'bb_orthoadam', 'first_token_L1', '', 'sink_L1', halves=True, of=6),
     Test(6, CPU, '3L', 'nanogpt', 'gated', 'first_token', '<0', 'sink'),
     # claim 7: retrieval with distractors, and attention on the tokens that do not hold the key
     Test(7, ND, '2L', 'nd_nanogpt', 'nd_diff', 'needle_acc', '>0'),
@@ -240,7 +276,8 @@ One rule, `claims.py`'s `verdict()`, in this order:
    min(1, (m − j + 1) p_(j)); a row is called where its adjusted p < {ALPHA}, which keeps the chance of any false call
    in the family at most {ALPHA}. **supported** where B − A is on the side the claim predicts, **contradicted** where
    on the other, **within noise** where the adjusted p is {ALPHA} or more. The 95% interval shown is the row's own
-   (uncorrected); the verdict names the correction and says where the uncorrected p alone would have called it.
+   (uncorrected), its p beside Holm's; the verdict names the test (TOST for a parity claim) and the correction, and
+   says where the uncorrected p alone would have called it.
    A control's family is the controls; it renders **B lower** / **B higher**.
 6. A parity claim ("does not help": no gain, no loss) is tested for equivalence by two one-sided tests (Schuirmann):
    against B − A ≤ −m, t = (d + m)/se, and against B − A ≥ m, t = (d − m)/se, its p the larger of the two one-sided
@@ -254,16 +291,24 @@ a processor, `report.CPU_NAMES`), number format, code era (the `report.NUMERICS`
 execution path (eager, compiled, CUDA-graphed: summary.json's `compile` and `cuda_graph`) and, on a CPU, thread
 count (summary.json's `machine`; where a run does not record it, "unknown" is a value of its own). A seed whose A
 and B runs differ is a group of its own kind. A mixed row shows each group's interval (its own paired t; the one
-difference where a group has one seed) beside the pooled one, and is called only where the groups agree in sign
-(step 4). *inferred*: the processor of a run whose provenance was backfilled without a commit
-(`evidence/backfill_provenance.py`, `trained_at` null) is taken from the pages' text, not recorded.
+difference where a group has one seed) beside the pooled one (no pooled value where they disagree in sign), and is
+called only where the groups agree in sign (step 4). The variant tables pool by the same code (`report.grouped`,
+`report.paired_groups`): a *mixed* cell shows each group's mean beside the pooled one. *inferred*: the processor of
+a run whose provenance was backfilled without a commit (`evidence/backfill_provenance.py`, `trained_at` null) is taken
+from the pages' text, not recorded.
 
 Per-seed statements ("in k of n seeds", "halves", "the highest of the seed's five") are counted from the runs, over
-the seeds the precondition keeps; every run they read passes the same checks as the row's (superseded numerics: not
-counted; runs in several groups: counted by group).
+the seeds the precondition keeps; every run they read passes the same checks as the row's: superseded numerics are
+not counted, a seed whose five runs are not one homogeneous group is not counted (its highest would compare
+computations), and seeds of different groups are counted by group.
 
 Selections: a row that reads one layer, or drops seeds by a precondition, is followed by its unselected twin (all
-layers, every seed); the selections and their reasons are fixed in `claims.py` (`WHY`, below).
+layers, every seed: "5.3, twin of 5.2"), or names the row that is that comparison already ("5.2, twin: 5.1"); the
+selections and their reasons are fixed in `claims.py` (`WHY`, below).
+
+Runs to come: a row whose cells wait on runs of the GPU queue (`evidence/gpu_queue.py`) names the job that makes them
+and its seeds; `python evidence/gpu_queue.py collect DIR` writes them into the row's folder, and the next render
+reads them (a folder not there yet is step 1).
 
 README's "What we found" shows one row per claim, chosen by this rule, in this order: a row where the claim's phenomenon
 is there (not the twin of a row whose precondition kept no seed: it shows what the all-seeds comparison gives, but a
@@ -305,8 +350,8 @@ def decided(r):
 
 
 def disagree(r):
-    signs = {math.copysign(1, g['stat']['diff']) if g['stat']['diff'] else 0 for g in r['groups']}
-    return len(r['groups']) > 1 and len(signs) > 1
+    """Whether a row's homogeneous groups differ in the sign of B − A (report.groups_disagree): no pooled verdict."""
+    return report.groups_disagree(r['groups'])
 
 
 def correct(results):
@@ -366,7 +411,8 @@ def method(r):
         return ''
     raw = dict(r, adj=dict(adj, p=adj['raw'], eq=adj.get('raw_eq')))
     note = '' if verdict(raw) == verdict(r) else f'; uncorrected: {verdict(raw)}'
-    return f"Holm over {adj['m']} row{'s' * (adj['m'] > 1)}" + note
+    tost_m = f"TOST within ±{MARGIN[r['test'].metric]}, " if r['test'].predicts == '=' else ''
+    return f"{tost_m}Holm over {adj['m']} row{'s' * (adj['m'] > 1)}" + note
 
 
 # ----------------------------------------------------------------------------- measuring
@@ -401,34 +447,49 @@ def folders(t):
     return t.folder if isinstance(t.folder, tuple) else (t.folder,)
 
 
+_JOB_RUNS = []
+
+
+def job_runs():
+    """[(job, 'sweep/run')] of every run the GPU queue makes (evidence/gpu_queue.py's QUEUE, named as ablate.sh names
+    them), once."""
+    if not _JOB_RUNS:
+        for job in gpu_queue.QUEUE:
+            _JOB_RUNS.extend((job.name, os.path.relpath(d, 'runs')) for launch in job.launches
+                             for d in gpu_queue.runs_of(launch, 'runs'))
+    return _JOB_RUNS
+
+
+def pending_jobs(t):
+    """{job: [seeds]} of the GPU queue's jobs that make a run of the row's cells (A or B at its depth, in one of its
+    folders) that results/ does not hold yet: collecting one (`python evidence/gpu_queue.py collect DIR`) changes the
+    row, so the row names it."""
+    cells = {f'{os.path.basename(f)}/{v}_{t.depth}' for f in folders(t) for v in (t.a, t.b)}
+    out = {}
+    for job, run in job_runs():
+        cell, seed = run.rsplit('_s', 1)
+        if cell in cells and not os.path.exists(os.path.join(HERE, 'results', run, 'summary.json')):
+            seeds = out.setdefault(job, [])
+            seeds += [] if int(seed) in seeds else [int(seed)]
+    return out
+
+
+def jobs_note(t):
+    """' (GPU job `name` runs seeds 1, 2, 3; ...)' of pending_jobs, '' where none."""
+    jobs = pending_jobs(t)
+    return f" (GPU job {'; '.join(f'`{j}` runs {seed_list(sorted(x))}' for j, x in jobs.items())})" if jobs else ''
+
+
 def read(s, file, fn):
     f = s if file == 'summary.json' else run_file(s, file)
     return None if f is None else fn(f)
 
 
-def paired_groups(ra, rb, a, b):
-    """The homogeneous groups of a paired comparison: ra, rb {seed: run}, a, b {seed: value} over the same seeds. A
-    seed's group is its runs' report.computed_on where A's and B's agree, else the pair of the two (a group of its
-    own kind). -> [{'label', 'seeds', 'stat' (report.compare of the group's seeds)}], one entry where the comparison
-    is homogeneous."""
-    by = {}
-    for x in a:
-        ka, kb = computed_on(ra[x]), computed_on(rb[x])
-        by.setdefault(ka if ka == kb else (ka, kb), []).append(x)
-    out = []
-    for key, seeds in by.items():
-        alike = isinstance(key, str)
-        label = report.group_label([r[x] for r in (ra, rb) for x in seeds]) if alike else '; '.join(
-            f'{side} {report.group_label([r[x] for x in seeds])}' for side, r in (('A', ra), ('B', rb)))
-        out.append(dict(label=label, seeds=seeds, homogeneous=alike,
-                        stat=compare({x: a[x] for x in seeds}, {x: b[x] for x in seeds})))
-    return out
-
-
 def worst_count(t, runs, kept):
     """'highest of the seed's five in k of n' over the kept seeds whose five variants all finished, with every run it
-    reads checked as the row's are: superseded numerics are not counted, and seeds whose five runs are not one
-    homogeneous group are counted by group."""
+    reads checked as the row's are: superseded numerics are not counted; a seed whose five runs are not one
+    homogeneous group is not counted (which variant is highest would compare computations, not variants), and seeds
+    of different groups are counted by group."""
     five = [name for name, _, seed in VARIANTS if seed]
     per = {x: {v: s for v in five for s in finished(runs.get((v, t.depth), dict(ok=[]))) if s['_seed'] == x}
            for x in kept}
@@ -438,17 +499,27 @@ def worst_count(t, runs, kept):
     old = sorted({c for p in full.values() for s in p.values() for c in provenance(s)['superseded']})
     if old:
         return f"highest of the seed's five: not counted (runs before {', '.join(old)})"
-    by = {}  # computed_on of a seed's five where they are one group, else None: [seeds]
+    by, mixed = {}, {}  # {computed_on: [seeds]} of seeds whose five are one group; {seed: its groups} of the rest
     for x, p in full.items():
         groups = report.homogeneous(list(p.values()))
-        by.setdefault(next(iter(groups)) if len(groups) == 1 else None, []).append(x)
+        if len(groups) == 1:
+            by.setdefault(next(iter(groups)), []).append(x)
+        else:
+            mixed[x] = groups
+    skipped = '; '.join(f"{seed_list([x])} not counted, its five runs *mixed*: " + ' / '.join(
+        f"{', '.join(label(s['_variant']) for s in g)}: {report.group_label(g)}" for g in groups.values())
+        for x, groups in mixed.items())
+    if not by:
+        return f"highest of the seed's five: {skipped}"
     top = {x: max(p, key=lambda v: p[v]['final_val_loss']) == t.b for x, p in full.items()}
-    if len(by) == 1 and None not in by:
-        return f"highest of the seed's five in {sum(top.values())} of {len(full)}"
-    where = {k: report.group_label([s for x in xs for s in full[x].values()]) if k else
-             'seeds whose five runs are *mixed*' for k, xs in by.items()}
-    return "highest of the seed's five (*mixed*): " + '; '.join(
-        f"{sum(top[x] for x in xs)} of {len(xs)} on {where[k]}" for k, xs in by.items())
+    if len(by) == 1:
+        xs = next(iter(by.values()))
+        counted = f"highest of the seed's five in {sum(top[x] for x in xs)} of {len(xs)}"
+    else:
+        counted = "highest of the seed's five (*mixed*): " + '; '.join(
+            f"{sum(top[x] for x in xs)} of {len(xs)} on {report.group_label([s for x in xs for s in full[x].values()])}"
+            for xs in by.values())
+    return counted + (f'; {skipped}' if skipped else '')
 
 
 def measure(t):
@@ -523,18 +594,30 @@ def twin(t, r):
 def measure_all():
     """Every row of TESTS, each selecting row followed by its twin, with Holm's correction over each claim's family.
     A twin is left out where another row already compares the same runs in the same measure over the same seeds (a
-    row of TESTS, or another row's twin)."""
+    row of TESTS, or another row's twin): the selecting row then names that row as its twin ('twin_is'). A row not
+    measured has no twin (it would be as unmeasured). Each row gets its 'id' in its claim: 5.1, 5.2, ..."""
     def same(r):
         t = r['test']
         return (t.folder, t.depth, t.a, t.b, t.metric, tuple(r['seeds']), r['missing'])
     rows = [measure(t) for t in TESTS]
-    seen, results = {same(r) for r in rows}, []
+    seen, results = {same(r): r for r in rows}, []
     for r in rows:
         results.append(r)
-        tw = twin(r['test'], r)
-        if tw is not None and same(rt := measure(tw)) not in seen:
-            seen.add(same(rt))
-            results.append(dict(rt, twin_of=r['test'], phenomenon=bool(r['seeds'])))
+        tw = None if r['missing'] else twin(r['test'], r)
+        if tw is None:
+            continue
+        rt = measure(tw)
+        if same(rt) in seen:
+            r['twin_is'] = seen[same(rt)]
+        else:
+            rt.update(twin_of=r, phenomenon=bool(r['seeds']))
+            seen[same(rt)] = rt
+            results.append(rt)
+    count = {}
+    for r in results:
+        t = r['test']
+        count[t.claim, t.of] = k = count.get((t.claim, t.of), 0) + 1
+        r['id'] = f'{t.claim}.{k}' if t.claim else f'control {t.of}.{k}' if t.of else f'control {k}'
     correct(results)
     return results
 
@@ -573,22 +656,12 @@ def grouped_gap(r, fmt, names=None):
     """gap(), then where the row is mixed each homogeneous group's own: G1, G2, ... as computed_cell names them, or,
     given names (a legend shared by a table, filled here), as numbered there."""
     text = gap(r, fmt)
+    if len(r.get('groups', [])) > 1 and disagree(r):  # no pooled value stands for groups of opposite signs
+        text = 'no pooled value (groups disagree)'
     if len(r.get('groups', [])) > 1:
         text += ''.join(f"; G{group_number(g['label'], names) if names is not None else i} {gap(g, fmt)}"
                         for i, g in enumerate(r['groups'], 1))
     return text
-
-
-def group_number(label, names):
-    """label's number in a shared legend (1-based), appended where new."""
-    if label not in names:
-        names.append(label)
-    return names.index(label) + 1
-
-
-def legend(names):
-    return '*mixed* groups: ' + '; '.join(f'G{i} = {n}' for i, n in enumerate(names, 1)) + '.'
-
 
 
 def computed_cell(r):
@@ -612,7 +685,8 @@ def p_cell(r):
 
 def verdict_cell(r):
     how = method(r)
-    return f"**{verdict(r)}**" + (f' ({how})' if how else '') + (' (*mixed*)' if len(r['on']) > 1 else '')
+    return (f"**{verdict(r)}**" + (f' ({how})' if how else '') + (' (*mixed*)' if len(r['on']) > 1 else '')
+            + jobs_note(r['test']))
 
 
 def label(v):
@@ -634,15 +708,19 @@ def row_cells(r):
     """The columns every table shares: A, B, seeds, B − A, p, per seed, computed on, verdict."""
     fmt = METRICS[r['test'].metric][3]
     if r['missing']:  # A's values where its runs are there (B's are not)
-        return [cell_text(r.get('a') or {}, [], fmt), '—', '0', '—', '—', '', '', verdict(r)]
+        return [cell_text(r.get('a') or {}, [], fmt), '—', '0', '—', '—', '', '',
+                verdict(r) + jobs_note(r['test'])]
     return [cell_text(r['a'], r['seeds'], fmt), cell_text(r['b'], r['seeds'], fmt), seeds_cell(r),
             grouped_gap(r, fmt), p_cell(r), '; '.join(r['counts']), computed_cell(r), verdict_cell(r)]
 
 
 def number(r):
-    t = r['test']
-    return (str(t.claim) if t.claim else f'control ({t.of})' if t.of else 'control') + (
-        ', twin' if r.get('twin_of') else '')
+    """The row's id (measure_all), and its twin's: 'twin of' the selecting row it follows, or the row that is the
+    selecting row's twin already."""
+    own = r.get('id', str(r['test'].claim))
+    if r.get('twin_of'):
+        return f"{own}, twin of {r['twin_of'].get('id', '')}"
+    return own + (f", twin: {r['twin_is']['id']}" if r.get('twin_is') else '')
 
 
 def claims_table(results):
@@ -712,11 +790,23 @@ def folder_command(folder):
     return report.command([s for c in runs.values() for s in finished(c)], os.path.basename(folder))
 
 
+def val_n(ss):
+    """'mean ± std (n=k)' of runs' final val loss."""
+    return report.mean_std([s['final_val_loss'] for s in ss], '{:.3f}') + f' (n={len(ss)})'
+
+
+def lambda_means(ss):
+    """'a / b / c': λ_full of each layer, mean over runs."""
+    return ' / '.join(f"{statistics.mean(s['lambda_table'][i]['lambda_full'] for s in ss):.2f}"
+                      for i in range(len(ss[0]['lambda_table'])))
+
+
 def variant_table(sweeps, names, lam=True):
     """A row per variant of the causal sweeps: val loss (mean ± std, n) and B − nanogpt [95%] in each, by the rule of
-    the claims: where the runs of a cell or a gap are not one homogeneous group, *mixed*, and each group's interval
-    beside the pooled one (G1, G2, ... numbered in names, a legend the caller prints); λ_full by layer for the
-    Differential ones (first sweep, with lam); under the table, each sweep's command."""
+    the claims (report.grouped, paired_groups): where the runs of a cell or a gap are not one homogeneous group,
+    *mixed*, and each group's value or interval beside the pooled one (no pooled interval where the groups disagree
+    in sign), G1, G2, ... numbered in names, a legend the caller prints; λ_full by layer for the Differential ones
+    (first sweep, with lam); under the table, each sweep's command."""
     head = ['variant']
     for folder, depth in sweeps:
         head += [f'`{os.path.basename(folder)}` {depth}: val', '− nanogpt [95%]']
@@ -730,9 +820,7 @@ def variant_table(sweeps, names, lam=True):
         for runs, d in loaded:
             mine = {s['_seed']: s for s in finished(runs.get((name, d), dict(ok=[])))}
             base = {s['_seed']: s for s in finished(runs.get(('nanogpt', d), dict(ok=[])))}
-            mixed = ' *mixed*' if len(report.homogeneous(list(mine.values()))) > 1 else ''
-            vals = [s['final_val_loss'] for s in mine.values()]
-            cells.append(report.mean_std(vals, '{:.3f}') + f' (n={len(vals)}){mixed}' if vals else '—')
+            cells.append(report.grouped(list(mine.values()), val_n, names) if mine else '—')
             shared = sorted(set(mine) & set(base))
             if name == 'nanogpt' or not shared:
                 cells.append('—')
@@ -740,10 +828,8 @@ def variant_table(sweeps, names, lam=True):
             a, b = ({x: r[x]['final_val_loss'] for x in shared} for r in (base, mine))
             r = dict(stat=compare(a, b), groups=paired_groups(base, mine, a, b))
             cells.append(grouped_gap(r, '{:.3f}', names) + (' *mixed*' if len(r['groups']) > 1 else ''))
-        ok = finished(loaded[0][0].get((name, loaded[0][1]), dict(ok=[])))
-        lams = [s['lambda_table'] for s in ok if s.get('lambda_table')]
-        cells += [' / '.join(f"{statistics.mean(t[i]['lambda_full'] for t in lams):.2f}"
-                             for i in range(len(lams[0]))) if lams else '—'] if lam else []
+        ok = [s for s in finished(loaded[0][0].get((name, loaded[0][1]), dict(ok=[]))) if s.get('lambda_table')]
+        cells += [report.grouped(ok, lambda_means, names) if ok else '—'] if lam else []
         lines.append('| ' + ' | '.join(cells) + ' |')
     return '\n'.join(lines + ['', 'Reproduce: ' + '; '.join(f"`{os.path.basename(f)}`: `{folder_command(f)}`"
                                                            for f, _ in sweeps) + '.'])
@@ -774,7 +860,8 @@ def readme_key(r, i):
 
 
 def short(v):
-    return v.split(' (')[0]
+    """A verdict without its particulars: 'not measured' for 'not measured under the current code (runs before ...)'."""
+    return v.split(' (')[0].replace(' under the current code', '')
 
 
 def readme_rows(results, names):
@@ -818,10 +905,11 @@ def findings(results):
     ] + rows + [
         '',
         'Key: *mixed*: the runs differ in processor, number format, code era, execution path or threads; each '
-        'group\'s interval follows the pooled one, and a verdict needs the groups to agree in sign. '
+        'group\'s value follows the pooled one, and a verdict (or a pooled interval) needs the groups to agree in '
+        'sign. '
         + (legend(names) + ' ' if names else '') + '*inferred*: the processor is taken from the pages, not '
         'recorded. Holm: corrected for the claim\'s several rows. equivalent within ±m: the test of "no gain" (two '
-        'one-sided tests).',
+        'one-sided tests, TOST).',
         '',
         END,
     ])

@@ -817,6 +817,10 @@ def test_a_parity_claim_renders_equivalent_worse_better_or_inconclusive():
     assert call([0.17, 0.18, 0.19]) == 'worse'  # Diff's loss clearly higher: not "supported"
     assert call([-0.17, -0.18, -0.19]) == 'better'
     assert call([0.05, -0.04, 0.01]) == 'inconclusive'
+    r = synthetic_row([0.17, 0.18, 0.19], '=', claim=1)
+    claims.correct([r])  # the verdict names the test it used, and the correction
+    assert claims.method(r) == f"TOST within ±{claims.MARGIN['val']}, Holm over 1 row"
+    assert claims.verdict_cell(r) == f"**worse** (TOST within ±{claims.MARGIN['val']}, Holm over 1 row)"
 
 
 def test_a_row_pools_the_seeds_of_several_folders_and_refuses_a_seed_twice(tmp_path):
@@ -901,6 +905,24 @@ def test_code_era_is_part_of_what_a_run_was_computed_on(tmp_path):
                                                                           ', era of 8b66842 unknown', '']
 
 
+def test_mixed_fires_on_each_of_processor_format_era_path_and_threads(tmp_path):
+    """Runs alike but in one of the five (processor, number format, code era, execution path, thread count) are two
+    groups, whichever it is; alike in all five, one."""
+    base = dict(machine=EPYC, dtype='float32', compile=False, cuda_graph=False)
+    other_cpu = dict(EPYC['cpu'], model='17')
+    changes = dict(processor=dict(machine=dict(cpu=other_cpu)), format=dict(dtype='bfloat16'),
+                   path=dict(compile=True), threads=dict(machine=dict(cpu=dict(EPYC['cpu'], threads=1))), era=None,
+                   none={})
+    for what, change in changes.items():
+        root = tmp_path / what
+        summaries(root, 'diff', {1: 2.0}, **base)
+        summaries(root, 'diff', {2: 2.0}, **dict(base, **(change or {})))
+        if change is None:  # the second run predates a NUMERICS commit that changes its config
+            (root / 'provenance.json').write_text(json.dumps({'diff_3L_s2': dict(predates=['8b66842'])}))
+        groups = report.homogeneous(report.finished(report.load_runs(root)[('diff', '3L')]))
+        assert len(groups) == (1 if what == 'none' else 2), (what, list(groups))
+
+
 def test_a_mixed_row_shows_each_group_and_is_called_only_where_they_agree(tmp_path):
     """Seeds 1-3 of one machine, path and format, seeds 4-5 of another: each group gets its own interval beside the
     pooled one; where the groups' differences have one sign the pooled verdict stands (marked mixed), where not the
@@ -932,7 +954,8 @@ def test_a_mixed_row_shows_each_group_and_is_called_only_where_they_agree(tmp_pa
 
 def test_the_highest_of_five_reads_its_runs_under_the_rows_checks(tmp_path):
     """The count reads the seed's five variants, not only A and B: a superseded run among them leaves it uncounted,
-    and five runs of several groups are counted by group."""
+    a seed whose five runs are not one group is not counted (its baseline on another format would decide which is
+    highest), and seeds of different groups are counted by group."""
     import claims
     claims._RUNS.clear()
     five = dict(nanogpt=1.9, diff=1.95, sym=2.0, diff_sym=2.1, norm_sym=2.3)
@@ -946,8 +969,18 @@ def test_the_highest_of_five_reads_its_runs_under_the_rows_checks(tmp_path):
     s.update(dtype='bfloat16')
     (tmp_path / 'a' / 'nanogpt_3L_s3' / 'summary.json').write_text(json.dumps(s))
     claims._RUNS.clear()
+    assert claims.measure(t)['counts'][-1] == (
+        "highest of the seed's five in 2 of 2; seed 3 not counted, its five runs *mixed*: nanogpt: bfloat16 on AMD "
+        "EPYC Milan, eager, 2 threads / gpt+Diff, gpt+Sym, gpt+Diff+Sym, Norm+Sym: float32 on AMD EPYC Milan, eager, "
+        "2 threads")
+    # seed 3's five all on that format: one group a seed, counted by group
+    for v in five:
+        path = tmp_path / 'a' / f'{v}_3L_s3' / 'summary.json'
+        path.write_text(json.dumps(dict(json.loads(path.read_text()), dtype='bfloat16')))
+    claims._RUNS.clear()
     assert claims.measure(t)['counts'][-1] == ("highest of the seed's five (*mixed*): 2 of 2 on float32 on AMD EPYC "
-                                               "Milan, eager, 2 threads; 1 of 1 on seeds whose five runs are *mixed*")
+                                               "Milan, eager, 2 threads; 1 of 1 on bfloat16 on AMD EPYC Milan, eager, "
+                                               "2 threads")
     # a Diff run of superseded numerics among the five: the count is not made, though A and B are current
     (tmp_path / 'a' / 'provenance.json').write_text(json.dumps({'diff_3L_s2': dict(predates=['8b66842'])}))
     claims._RUNS.clear()
@@ -969,11 +1002,13 @@ def test_a_selecting_row_is_followed_by_its_unselected_twin(tmp_path, monkeypatc
     monkeypatch.setattr(claims, 'TESTS', [selected])
     rows = claims.measure_all()
     assert [r['test'] for r in rows] == [selected, claims.replace(selected, needs='')]
-    assert rows[0]['seeds'] == [1, 2, 3] and rows[1]['seeds'] == [1, 2, 3, 4] and rows[1]['twin_of'] == selected
+    assert rows[0]['seeds'] == [1, 2, 3] and rows[1]['seeds'] == [1, 2, 3, 4] and rows[1]['twin_of'] is rows[0]
     assert rows[0]['adj']['m'] == rows[1]['adj']['m'] == 2
-    assert claims.number(rows[1]) == '2, twin'
-    monkeypatch.setattr(claims, 'TESTS', [selected, claims.replace(selected, needs='')])  # the twin is a row already
-    assert len(claims.measure_all()) == 2
+    assert [claims.number(r) for r in rows] == ['2.1', '2.2, twin of 2.1']
+    monkeypatch.setattr(claims, 'TESTS', [claims.replace(selected, needs=''), selected])  # the twin is a row already
+    rows = claims.measure_all()
+    assert len(rows) == 2 and [claims.number(r) for r in rows] == ['2.1', '2.2, twin: 2.1']  # and is named
+    assert '| 2.2, twin: 2.1 |' in claims.claims_table(rows)
     assert claims.twin(claims.replace(selected, metric='first_token_L1'), dict(dropped=[])).metric == 'first_token'
 
 
@@ -1001,6 +1036,85 @@ def test_readme_shows_one_row_per_claim_by_the_rule(tmp_path, monkeypatch):
     assert two[4].startswith('**contradicted**') and two[5] == '1 contradicted'
     assert 'VARIANTS="sym diff_sym"' in two[6] and 'SEEDS="1 2 3"' in two[6]
     assert cells(rows[1])[4] == '**not measured under the current code**' and cells(rows[1])[6] == '—'
+
+
+def test_mixed_cells_show_each_group_in_every_table_that_pools(tmp_path, monkeypatch):
+    """One rule, one code path: a cell whose seeds ran on two machines is *mixed* in --across (report.across_table)
+    and in the claims' variant table (README's findings), each group's mean beside the pooled one, numbered in a
+    legend; a gap whose groups disagree in sign gets no pooled interval."""
+    import claims
+    claims._RUNS.clear()
+    genoa = dict(machine=dict(cpu=dict(vendor='AuthenticAMD', family='25', model='17', threads=2)),
+                 dtype='bfloat16', compile=False)
+    milan = dict(machine=EPYC, dtype='float32', compile=False)
+    summaries(tmp_path, 'nanogpt', {1: 2.0, 2: 2.1}, **genoa)
+    summaries(tmp_path, 'nanogpt', {3: 2.4}, **milan)
+    summaries(tmp_path, 'diff', {1: 2.1, 2: 2.2}, **genoa)
+    summaries(tmp_path, 'diff', {3: 2.2}, **milan)  # -0.2 on the Milan against +0.1 on the Genoa
+    across = report.across_table([str(tmp_path)]).splitlines()
+    genoa_label = 'bfloat16 on AMD EPYC Genoa, eager, 2 threads'
+    milan_label = 'float32 on AMD EPYC Milan, eager, 2 threads'
+    assert cells(across[2])[1] == '? / 2.17 ± 0.21 (n=3) *mixed*: G1 ? / 2.05 ± 0.07 (n=2); G2 ? / 2.40'
+    assert across[-1] == f'*mixed* groups: G1 = {genoa_label}; G2 = {milan_label}.'
+    names = []
+    table = claims.variant_table([(str(tmp_path), '3L')], names, lam=False).splitlines()
+    nano, diff = (cells(next(l for l in table if l.startswith(f'| `{v}`'))) for v in ('nanogpt', 'diff'))
+    assert nano[1] == '2.167 ± 0.208 (n=3) *mixed*: G1 2.050 ± 0.071 (n=2); G2 2.400 (n=1)'
+    assert names == [genoa_label, milan_label]
+    assert diff[2].startswith('no pooled value (groups disagree); G1 +0.100 [') and diff[2].endswith(
+        '; G2 -0.200 (one seed) *mixed*')
+
+
+def test_a_collected_gpu_job_moves_its_rows(tmp_path, monkeypatch):
+    """Every folder the GPU queue's jobs write is read by a row of TESTS; until collected, its rows are not measured
+    and name the job and its seeds; once `collect` has written the runs (here: a synthetic collected folder under a
+    results root of its own), the same row renders their verdict and names no job."""
+    import claims
+    import gpu_queue
+    written = {launch.sweep for job in gpu_queue.QUEUE for launch in job.launches}
+    read = {os.path.basename(f) for t in claims.TESTS for f in claims.folders(t)}
+    assert written <= read, f'GPU job folders no claim row reads: {sorted(written - read)}'
+    monkeypatch.setattr(claims, 'HERE', str(tmp_path))
+    claims._RUNS.clear()
+    t = next(t for t in claims.TESTS if t.folder == claims.GPU_DROP[''] and t.claim == 2)
+    r = claims.measure(t)
+    assert r['missing'] and claims.row_cells(r)[-1] == ('not measured under the current code (GPU job '
+                                                        '`leak_cells_dropout0.2` runs seeds 1, 2, 3)')
+    h200 = dict(machine=dict(cpu=EPYC['cpu'], gpu='NVIDIA H200'), dtype='bfloat16', compile=False, cuda_graph=True)
+    folder = tmp_path / claims.GPU_DROP['']
+    summaries(folder, 'sym', {1: 2.30, 2: 2.32, 3: 2.31}, **h200)
+    summaries(folder, 'diff_sym', {1: 2.20, 2: 2.21, 3: 2.22}, **h200)
+    for d in folder.iterdir():  # as collect leaves them: on CUDA
+        s = json.loads((d / 'summary.json').read_text())
+        (d / 'summary.json').write_text(json.dumps(dict(s, device='cuda', config=dict(s['config'], dropout=0.2))))
+    claims._RUNS.clear()
+    r = claims.measure(t)
+    claims.correct([r])
+    assert r['seeds'] == [1, 2, 3] and claims.verdict(r) == 'supported'
+    assert claims.row_cells(r)[-1] == '**supported** (Holm over 1 row)'
+    assert claims.computed_cell(r) == 'bfloat16 on NVIDIA H200, graphed'
+    claims._RUNS.clear()
+
+
+def test_backfilled_threads_and_the_pages_commits(tmp_path):
+    """A backfilled entry's thread count (a page's OMP_NUM_THREADS=1) is part of what the run was computed on, and
+    with a commit (trained_at) its processor is the page's, not inferred. The committed provenance.json of the sink
+    and needle sweeps is what evidence/backfill_provenance.py writes: trained at the commits their pages name."""
+    summaries(tmp_path, 'sym', {1: 2.0, 2: 2.0}, dtype='bfloat16', compile=False)
+    entry = dict(backfilled=True, machine='AMD EPYC Genoa', dtype='bfloat16', predates=[])
+    (tmp_path / 'provenance.json').write_text(json.dumps({'sym_3L_s1': dict(entry, trained_at='9d624ed', threads=1),
+                                                          'sym_3L_s2': dict(entry, trained_at=None)}))
+    one, two = report.finished(report.load_runs(tmp_path)[('sym', '3L')])
+    assert report.computed_on(one, mark=True) == 'bfloat16 on AMD EPYC Genoa, eager, 1 thread'
+    assert report.computed_on(two, mark=True) == 'bfloat16 on AMD EPYC Genoa (*inferred*), eager, threads unknown'
+    sys.path.insert(0, os.path.join(ROOT, 'evidence'))
+    import backfill_provenance
+    for sweep, commit in (('bigram_backcopy_sink', '9d624ed'), ('needle_distractors_retrieval', '9516892')):
+        committed = report.read_provenance(os.path.join(ROOT, 'results', sweep))
+        run = sorted(committed)[0]
+        assert committed[run]['trained_at'] == commit and committed[run]['threads'] == 1
+        assert backfill_provenance.entry(sweep, os.path.join(ROOT, 'results', sweep, run, 'summary.json')) \
+            == committed[run], f'results/{sweep}/provenance.json is not what evidence/backfill_provenance.py writes'
 
 
 def test_command_names_the_profile_and_what_the_runs_changed(tmp_path):
