@@ -278,9 +278,9 @@ def homogeneous(ss):
 
 
 # ----------------------------------------------------------------------------- the mixed check, shared
-# One code path for every table that pools runs (results/claims.md, README's findings, --across, the pages): a cell
-# or a comparison whose runs are not one homogeneous group is *mixed*, and shows each group's value beside the pooled
-# one, each group numbered G1, G2, ... in a legend the table prints under it.
+# One code path for every table that pools runs (results/claims.md, README's "What we found", --across, the
+# pages): a cell or a comparison whose runs are not one homogeneous group is *mixed*, and shows each group's value
+# beside the pooled one, each group numbered G1, G2, ... in a legend the table prints under it.
 
 def group_number(label, names):
     """label's number in a table's legend `names` (1-based), appended where new."""

@@ -1040,7 +1040,7 @@ def test_readme_shows_one_row_per_claim_by_the_rule(tmp_path, monkeypatch):
 
 def test_mixed_cells_show_each_group_in_every_table_that_pools(tmp_path, monkeypatch):
     """One rule, one code path: a cell whose seeds ran on two machines is *mixed* in --across (report.across_table)
-    and in the claims' variant table (README's findings), each group's mean beside the pooled one, numbered in a
+    and in the claims' variant table (README's "What we found"), each group's mean beside the pooled one, numbered in a
     legend; a gap whose groups disagree in sign gets no pooled interval."""
     import claims
     claims._RUNS.clear()
