@@ -67,6 +67,17 @@
 #                                              FAILED beside summary.json; the next ANALYZE=1 launch retries it)
 #   PYTHON    interpreter                     (default python)
 #   STOP_GRACE seconds a stopped run has to save its checkpoint and end before it is killed (default 20)
+#   WORKER    auto | 0 | 1                    (default auto: 1 where the runs go to a CUDA device (GPUS names one and
+#                                              no --device=cpu or mps), one process a run (NPROC=1) and not a Slurm
+#                                              task; else 0). 1: the runs are dealt round robin, in the sweep's order,
+#                                              to JOBS worker processes (worker.py), each running its share back to
+#                                              back through train.py's code: the imports and the CUDA context are
+#                                              paid once a worker, not once a run (on an H200 a run's own process
+#                                              spent 10-11 s before its clock, against 71-126 s of its training,
+#                                              five full-schedule 3-layer runs at once). 0: a process a run, JOBS at
+#                                              once. A CPU keeps 0: there the imports (a few seconds) are small
+#                                              beside a run of minutes, and a crash ends one run, not a worker's
+#                                              share. With WORKER=1 ANALYZE's analyses run after the worker's runs
 #   SLURM     0 | 1                           (default 0; 1 submits the sweep's unfinished runs as a Slurm job
 #                                              array, one run a task (each this script again, on one run), and
 #                                              a report.py job after it; JOBS and GPUS are then Slurm's to set)
@@ -85,6 +96,8 @@
 # names without a config at any of DEPTHS is refused before anything is made. The sweep ends with report.py, which
 # writes runs/<sweep>/results.md; then the exit status is 1 if any run or analysis failed (so a script or CI can
 # tell), else report.py's.
+# WORKER=1 keeps all of this: each run's train.log, FAILED, the skip, the resume, the stop (a worker's run in
+# progress saves its checkpoint and the worker starts no other), the report and the exit status.
 # Exit 2: a setting refused before anything ran (said on stderr); 130: stopped by Ctrl-C or SIGTERM.
 # The checks, the profiles and variants, the list of runs, sweep_settings and the Slurm submission are sweep.py's.
 # Portable bash (macOS's 3.2: no associative arrays, no wait -n; flock only where there is one).
@@ -95,8 +108,8 @@ PYTHON=${PYTHON:-python}
 # The environment and every config with the profile's schedule and the extra arguments, checked as train.py checks
 # them before the sweep keeps anything (a config's notes on stdout: once a run). Then the sweep as shell assignments,
 # its settings kept in sweep_settings (or refused): ROOT, NPROC, JOBS, ANALYZE, ANALYZER, ANALYSIS, SLURM, TASK (the
-# id of a Slurm array task, which runs one run of the list written at submission), SCHEDULE, and the runs, seed by
-# seed: RUN_CFG, RUN_DIR, RUN_SEED
+# id of a Slurm array task, which runs one run of the list written at submission), WORKER (checked: auto, 0 or 1),
+# SCHEDULE, and the runs, seed by seed: RUN_CFG, RUN_DIR, RUN_SEED
 "$PYTHON" sweep.py check "$@" >/dev/null || exit 2
 plan=$("$PYTHON" sweep.py plan "$@") || exit 2
 eval "$plan"
@@ -139,6 +152,19 @@ slot_gpus() {  # slot -> its comma-separated GPU indices
   local IFS=,; echo "${out[*]}"
 }
 [ ${#GPU_LIST[@]} -gt 0 ] && echo "GPUs ${GPU_LIST[*]}: $JOBS slot(s) of $NPROC process(es), each on its own GPUs"
+# WORKER=auto (sweep.py checked the value): 1 where the runs go to a CUDA device, each one process, outside a Slurm task
+if [ "$WORKER" = auto ]; then
+  WORKER=0 device=auto
+  for a in ${SCHEDULE[@]+"${SCHEDULE[@]}"} ${1+"$@"}; do case "$a" in --device=*) device=${a#--device=} ;; esac; done
+  case "$device" in
+    cpu | mps*) ;;
+    *) [ ${#GPU_LIST[@]} -gt 0 ] && [ "$NPROC" = 1 ] && [ -z "$TASK" ] && WORKER=1 ;;
+  esac
+fi
+[ "$WORKER" = 1 ] && echo "ablate.sh: the runs go to $JOBS worker process(es) (worker.py), each running its share" \
+                           "back to back (WORKER=0: a process a run)"
+LANES=$ROOT/.worker.$$  # WORKER=1: worker k's runs in $LANES.k.runs (worker.py's list), their folders in .k.todo,
+                        # and every folder it analyses after them in .k.dirs
 
 run_one() {  # cfg dir seed [extra args]: one run; its exit status in a FAILED file if it fails
   local cfg=$1 dir=$2 seed=$3 resume= t0 rc; shift 3
@@ -180,6 +206,78 @@ run_one() {  # cfg dir seed [extra args]: one run; its exit status in a FAILED f
   say "done   $dir in $(( $(date +%s) - t0 ))s"
   [ "$ANALYZE" = 1 ] && [ -f "$dir/summary.json" ] || return 0  # not after a stop
   analyze_one "$dir"
+}
+
+deal() {  # i [extra args]: run i of the sweep to the next worker's list (WORKER=1), with run_one's arguments
+  local i=$1 dir=${RUN_DIR[$1]} k=$(( dealt % JOBS )) resume=; shift
+  dealt=$((dealt + 1))
+  if [ -f "$dir/.lock" ] && command -v flock >/dev/null && ! flock -n "$dir/.lock" true 2>/dev/null; then
+    say "busy   $dir: another process is training it ($(cat "$dir/.lock" 2>/dev/null)); left to it"
+    echo "$dir" >> "$BUSY"; return 0
+  fi
+  [ -f "$dir/ckpt.pt" ] && resume="--init_from=resume --resume_strict=True"  # strict: as run_one's
+  # shell quoting, which worker.py splits as a shell would
+  { printf '%q ' "${RUN_CFG[$i]}" ${SCHEDULE[@]+"${SCHEDULE[@]}"} "--seed=${RUN_SEED[$i]}" "--out_dir=$dir" $resume \
+      ${1+"$@"}; echo; } >> "$LANES.$k.runs"
+  echo "$dir" >> "$LANES.$k.todo"; echo "$dir" >> "$LANES.$k.dirs"
+}
+
+worker_line() {  # one line of a worker's stdout as this script's own (worker.py's header lists them)
+  local line=$1 dir rest
+  case "$line" in
+    "worker: run "*)
+      dir=${line#worker: run *: }; rest=
+      [ "${dir% (resumed)}" != "$dir" ] && rest=" --init_from=resume --resume_strict=True"
+      dir=${dir% (resumed)}; echo "$dir" > "$current"
+      say "run    $dir$rest" ;;
+    "worker: done "*)
+      rest=${line#worker: done }; dir=${rest% in *}; rm -f "$current"
+      say "done   $dir in ${rest##* in }" ;;
+    "worker: FAILED "*)
+      rest=${line#worker: FAILED }; dir=${rest% (exit *}; rm -f "$current"
+      if [ -f "$STOPPING" ]; then  # any exit while the sweep stops: stopped, not failed (as run_one)
+        rm -f "$dir/FAILED"; say "stopped $dir"
+      else
+        say "FAILED $dir (${rest##* (}: tail of $dir/train.log:"
+        tail -n 5 "$dir/train.log" | sed 's/^/         /'
+      fi ;;
+    "worker: busy "*)
+      dir=${line#worker: busy }; rm -f "$current"; echo "$dir" >> "$BUSY"
+      say "busy   $dir: another process is training it; left to it" ;;
+    "worker: stopped; "*) say "stopped: ${line#worker: stopped; } by this worker" ;;
+    "worker: stopped "*)
+      dir=${line#worker: stopped }; rm -f "$current"
+      say "stopped $dir: $(grep -o 'stopped at iteration [0-9]*' "$dir/train.log" | tail -n 1)" ;;
+    "worker: "*" run(s) finished"*) ;;  # this script counts its own
+    *) say "         $line" ;;  # the worker's own words (an error before or between runs)
+  esac
+}
+
+run_lane() {  # k: worker k (WORKER=1): its runs in one worker.py, then ANALYZE's analyses of its folders
+  local current=$LANES.$1.current dir rc
+  if [ -s "$LANES.$1.runs" ]; then
+    if [ -f "$STOPPING" ]; then say "stopped: $(( $(wc -l < "$LANES.$1.todo") )) run(s) not started"; return 130; fi
+    # default INT/TERM dispositions for the worker (this subshell and the loop reading it ignore them), so a stop
+    # during its start is not lost; the loop turns its lines into this script's
+    ( trap - INT TERM; exec "$PYTHON" worker.py "$LANES.$1.runs" ) 2>&1 </dev/null |
+      while IFS= read -r line; do worker_line "$line"; done
+    rc=${PIPESTATUS[0]}
+    # a run the worker neither finished, failed, left nor stopped (it crashed, was killed, or never got to it): FAILED
+    # with the worker's exit status, so that the sweep says so and a re-launch runs it again
+    while [ ! -f "$STOPPING" ] && IFS= read -r dir; do
+      [ -f "$dir/summary.json" ] || [ -f "$dir/FAILED" ] || { [ -f "$BUSY" ] && grep -qxF -- "$dir" "$BUSY"; } &&
+        continue
+      mkdir -p "$dir" && echo "$rc" > "$dir/FAILED"
+      say "FAILED $dir: its worker ended (exit $rc) before this run did; see $dir/train.log"
+    done < "$LANES.$1.todo"
+  fi
+  [ "$ANALYZE" = 1 ] && [ -f "$LANES.$1.dirs" ] || return 0
+  while IFS= read -r dir; do  # a run finished now, or one finished earlier without a current analysis
+    [ -f "$STOPPING" ] && return 130
+    [ -f "$dir/summary.json" ] && [ -f "$dir/ckpt.pt" ] || continue  # failed, stopped or busy: nothing to analyse
+    "$PYTHON" sweep.py analyzed "$ANALYSIS" "$dir" && continue
+    analyze_one "$dir"
+  done < "$LANES.$1.dirs"
 }
 
 analyze_one() {  # dir: $ANALYZER (analyze.py; needle_eval.py for retrieval) on the run's ckpt.pt, into analyze.log
@@ -231,9 +329,10 @@ end_runs() {  # after their TERM: STOP_GRACE seconds (default 20) for the runs t
 trap 'trap "" INT TERM; touch "$STOPPING"; stop_progress
       echo "ablate.sh: stopping: $(( $(jobs -rp | wc -l) )) run(s) in progress save a checkpoint at the end of" \
            "their step"
-      for p in $(jobs -p); do pkill -TERM -P "$p"; done; end_runs; rm -f "$STOPPING" "$BUSY"
+      for p in $(jobs -p); do pkill -TERM -P "$p"; done; end_runs; rm -f "$STOPPING" "$BUSY" "$LANES".*
       echo "ablate.sh: interrupted; re-launch the same command to continue"; exit 130' INT TERM
 skipped=0; launched=(); analyzed=(); slots=()  # runs started, finished runs analyzed now, the job in each slot
+dealt=0; rm -f "$LANES".*  # WORKER=1: how many runs and analyses went to the workers' lists
 start=$(date +%s)
 # the progress line (not for a Slurm task: one run, its own log): sweep.py progress beside the runs, started from a
 # command substitution so that it is not one of this shell's jobs (the pool counts and waits for those); it stops
@@ -258,8 +357,10 @@ for ((i = 0; i < ${#RUN_DIR[@]}; i++)); do
     # e.g. a committed run copied back without its checkpoint
     [ -f "$dir/ckpt.pt" ] || { say "         no ckpt.pt, so no analysis"; continue; }
     job=(analyze_one "$dir"); analyzed+=("$dir")
+    if [ "$WORKER" = 1 ]; then echo "$dir" >> "$LANES.$(( dealt % JOBS )).dirs"; dealt=$((dealt + 1)); continue; fi
   else
     job=(run_one "${RUN_CFG[$i]}" "$dir" "${RUN_SEED[$i]}" "$@"); launched+=("$dir")
+    if [ "$WORKER" = 1 ]; then deal "$i" ${1+"$@"}; continue; fi
   fi
   # JOBS runs at once (a small model leaves most of a GPU idle between its kernel launches). Each runs in the
   # background, also for JOBS=1, so that a signal reaches the trap above while the sweep waits. Without bash 4's
@@ -276,7 +377,16 @@ for ((i = 0; i < ${#RUN_DIR[@]}; i++)); do
   fi
   slots[$slot]=$!
 done
+for ((k = 0; k < JOBS; k++)); do  # WORKER=1: the workers, all at once, each on its slot's GPUs
+  [ -f "$LANES.$k.dirs" ] || continue
+  if [ ${#GPU_LIST[@]} -gt 0 ]; then
+    ( trap '' INT TERM; export CUDA_VISIBLE_DEVICES; CUDA_VISIBLE_DEVICES=$(slot_gpus "$k"); run_lane "$k" ) &
+  else
+    ( trap '' INT TERM; run_lane "$k" ) &
+  fi
+done
 wait
+rm -f "$LANES".*
 stop_progress
 # a FAILED file beside summary.json: the run finished and its analysis failed
 failed=0; failed_an=0

@@ -226,6 +226,9 @@ def sweep_from_env(env, args):
     wrong, before anything is made."""
     nproc = whole_number(env, 'NPROC', 'processes a run')
     jobs = whole_number(env, 'JOBS', 'runs at once')
+    if choice(env, 'WORKER', 'auto', ('auto', '0', '1')) == '1' and nproc > 1:
+        raise Refused(f"WORKER=1 runs each run inside a worker process, and NPROC={nproc} runs each on torchrun's "
+                      f"processes: say one of them (WORKER=0, or NPROC=1)")
     analyze = choice(env, 'ANALYZE', '0', ('0', '1')) == '1'
     seeds = (env.get('SEEDS') or '1337').split()
     if not all(re.fullmatch('[0-9]+', s) for s in seeds):  # a comma list (1,2) would name one folder s1,2
@@ -402,7 +405,8 @@ def plan(env, args):
     runs = [run] if task is not None else sweep.runs()
     values = dict(ROOT=sweep.root, NOTE=announce(sweep), NPROC=sweep.nproc, JOBS=1 if task is not None else sweep.jobs,
                   ANALYZE=int(sweep.analyze), ANALYZER=sweep.analyzer, ANALYSIS=sweep.analysis,
-                  SLURM=int(env.get('SLURM') == '1'), TASK=task or '', SCHEDULE=sweep.schedule,
+                  SLURM=int(env.get('SLURM') == '1'), TASK=task or '', WORKER=env.get('WORKER') or 'auto',
+                  SCHEDULE=sweep.schedule,
                   RUN_CFG=[r[0] for r in runs], RUN_DIR=[r[1] for r in runs], RUN_SEED=[r[2] for r in runs])
     return ''.join(assignment(name, value) for name, value in values.items())
 

@@ -310,15 +310,18 @@ def kill_left(proc, pids):
             pass
 
 
-def test_an_interrupted_sweep_leaves_no_process_behind(tmp_path):
+@pytest.mark.parametrize('worker', ['0', '1'])
+def test_an_interrupted_sweep_leaves_no_process_behind(tmp_path, worker):
     """A run that does not stop on the sweep's TERM (here: it ignores TERM, and has a child of its own) is killed
     STOP_GRACE seconds after the stop, with everything it started: no process of the sweep outlives ablate.sh (before,
-    the sweep waited for it for ever, and a sweep killed then left its runs behind)."""
+    the sweep waited for it for ever, and a sweep killed then left its runs behind). WORKER=1: the same of a worker
+    (its stand-in hangs as the run would)."""
     pids = tmp_path / 'pids'
-    hang = (f'case "$1" in train.py) trap "" TERM INT; echo $$ >> {pids}; sleep 600 & echo $! >> {pids}; '
+    hang = (f'case "$1" in train.py|worker.py) trap "" TERM INT; echo $$ >> {pids}; sleep 600 & echo $! >> {pids}; '
             'while :; do wait; done ;; esac')
     env = dict(os.environ, PROFILE='cpu', VARIANTS='nanogpt', DEPTHS='3L', SEEDS='1 2', JOBS='2', SWEEP='t',
-               RUNS_DIR=str(tmp_path), STOP_GRACE='1', PROGRESS_EVERY='0', PYTHON=python_for_ablate(tmp_path, hang))
+               RUNS_DIR=str(tmp_path), STOP_GRACE='1', PROGRESS_EVERY='0', PYTHON=python_for_ablate(tmp_path, hang),
+               WORKER=worker)
     p = subprocess.Popen(['bash', os.path.join(ROOT, 'ablate.sh'), *TINY], env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True)
     started = []
@@ -340,6 +343,103 @@ def test_an_interrupted_sweep_leaves_no_process_behind(tmp_path):
             assert not (tmp_path / 't' / f'nanogpt_3L_s{s}' / 'FAILED').exists()
     finally:
         kill_left(p, started)
+
+
+def summaries(root):
+    """{run: its summary.json less out_dir} of every run folder under root."""
+    out = {}
+    for d in sorted(root.iterdir()):
+        if (d / 'summary.json').exists():
+            s = json.load(open(d / 'summary.json'))
+            s['config'].pop('out_dir')
+            out[d.name] = s
+    return out
+
+
+def test_ablate_worker_runs_the_runs_a_process_a_run_makes(tmp_path):
+    """WORKER=1 (a GPU's default; forced here on the CPU): the runs dealt to JOBS worker processes, each running its
+    share back to back, make the run folders and summaries that a process a run makes, each with its train.log; a
+    re-launch skips the finished runs and resumes an unfinished one from its checkpoint; failed runs are marked
+    FAILED, the report is written and the sweep exits 1."""
+    kw = dict(VARIANTS='nanogpt diff_sym', DEPTHS='3L', SEEDS='1 2', JOBS='2')
+    one = sweep(tmp_path / 'one', report=False, **kw)
+    out = sweep(tmp_path / 'w', WORKER='1', **kw)
+    assert 'the runs go to 2 worker process(es)' in out and 'the runs go to' not in one
+    assert out.count('done   ') == one.count('done   ') == 4 and '4 run, 0 skipped, 0 failed, 0 busy' in out, out
+    assert 'outside its clock' in out  # each done line from a worker
+    a, b = summaries(tmp_path / 'one' / 't'), summaries(tmp_path / 'w' / 't')
+    assert sorted(a) == sorted(b) == ['diff_sym_3L_s1', 'diff_sym_3L_s2', 'nanogpt_3L_s1', 'nanogpt_3L_s2']
+    for name in a:  # same batches, same arithmetic
+        assert a[name]['config'] == b[name]['config'] and a[name]['final_val_loss'] == b[name]['final_val_loss']
+        assert a[name]['final_train_loss'] == b[name]['final_train_loss'] and b[name]['finished']
+        assert 'step 2:' in (tmp_path / 'w' / 't' / name / 'train.log').read_text()
+    assert '| | nanogpt |' in (tmp_path / 'w' / 't' / 'results.md').read_text()
+    assert not list((tmp_path / 'w' / 't').glob('.worker.*'))  # the workers' lists are gone
+    # a re-launch: the finished runs skipped, the one without its summary resumed from its checkpoint
+    run = tmp_path / 'w' / 't' / 'diff_sym_3L_s2'
+    os.remove(run / 'summary.json')
+    out = sweep(tmp_path / 'w', WORKER='1', report=False, **kw)
+    assert out.count('skip   ') == 3 and f'run    {run} --init_from=resume' in out and 'done   ' in out, out
+    assert json.load(open(run / 'summary.json'))['iter'] == 2
+    # runs that fail in their workers: FAILED, said with their log's tail, the report written, exit 1
+    out = sweep(tmp_path / 'bad', '--dataset=no_such_dataset', rc=1, WORKER='1', VARIANTS='nanogpt diff_sym',
+                DEPTHS='3L', JOBS='2')
+    root = tmp_path / 'bad' / 't'
+    assert sum(l.startswith('FAILED ') for l in out.splitlines()) == 2 and 'ablate.sh: 2 run(s) failed' in out, out
+    assert all((root / n / 'FAILED').read_text().strip() == '1' for n in ('nanogpt_3L_s1337', 'diff_sym_3L_s1337'))
+    assert 'FAILED' in (root / 'results.md').read_text()
+    sweep(tmp_path / 'x', rc=2, WORKER='yes')
+    sweep(tmp_path / 'x', rc=2, WORKER='1', NPROC='2')
+
+
+def test_ablate_worker_analyses_its_runs_after_them(tmp_path):
+    """WORKER=1 with ANALYZE=1: each worker's finished runs are analysed once its runs are done (analyze.py's
+    stand-in writes the run's last iteration), and a re-launch analyses only a finished run whose analysis is
+    missing."""
+    python = python_for_ablate(tmp_path, 'case "$1" in analyze.py) echo \'{"iter": 2}\' > "${2#--out_dir=}/analysis.json"'
+                                         f'; exit 0 ;; report.py) exit 0 ;; esac\nexec {sys.executable} "$@"')
+    kw = dict(VARIANTS='nanogpt', DEPTHS='3L', SEEDS='1 2', JOBS='2', WORKER='1', ANALYZE='1', PYTHON=python)
+    out = sweep(tmp_path, report=False, **kw)
+    assert sum(l.startswith('analyzed ') for l in out.splitlines()) == 2 and out.count('done   ') == 2, out
+    os.remove(tmp_path / 't' / 'nanogpt_3L_s2' / 'analysis.json')
+    out = sweep(tmp_path, report=False, **kw)
+    assert '0 run, 2 skipped (1 of them analyzed now)' in out and f"analyzed {tmp_path / 't' / 'nanogpt_3L_s2'}" in out
+    assert (tmp_path / 't' / 'nanogpt_3L_s2' / 'analysis.json').exists()
+
+
+def worker_pids(where):
+    """The pids of the worker.py processes whose list of runs is under the folder where."""
+    ps = subprocess.run(['ps', '-A', '-ww', '-o', 'pid=', '-o', 'args='], capture_output=True, text=True).stdout
+    return [int(l.split()[0]) for l in ps.splitlines() if 'worker.py' in l and str(where) in l]
+
+
+def test_ablate_sigterm_stops_every_worker(tmp_path):
+    """WORKER=1, JOBS=2, three runs: a SIGTERM to the sweep reaches both workers, whose runs in progress save their
+    checkpoints (stopped, not failed), the third run is not started, and no worker outlives the sweep."""
+    env = dict(os.environ, PROFILE='cpu', VARIANTS='nanogpt', DEPTHS='3L', SEEDS='1 2 3', SWEEP='t', JOBS='2',
+               RUNS_DIR=str(tmp_path), PYTHON=sys.executable, WORKER='1', PROGRESS_EVERY='0')
+    args = [a for a in TINY if not a.startswith(('--max_iters', '--lr_decay_iters', '--eval_interval'))]
+    p = subprocess.Popen(['bash', os.path.join(ROOT, 'ablate.sh'), *args, '--max_iters=100000',
+                          '--lr_decay_iters=100000', '--eval_interval=1000'], env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True)
+    logs = [tmp_path / 't' / f'nanogpt_3L_s{s}' / 'log.jsonl' for s in (1, 2)]  # each worker's first run
+    started = []
+    try:
+        deadline = time.time() + 300
+        while not all(l.exists() and '"kind": "train"' in l.read_text() for l in logs) and time.time() < deadline:
+            time.sleep(0.5)
+        started = worker_pids(tmp_path)
+        assert len(started) == 2, started
+        p.send_signal(signal.SIGTERM)
+        out = p.communicate(timeout=300)[0]
+        assert p.returncode == 130 and 'interrupted' in out and 'FAILED' not in out, out
+        for l in logs:
+            assert (l.parent / 'ckpt.pt').exists() and not (l.parent / 'summary.json').exists()
+            assert not (l.parent / 'FAILED').exists() and f'stopped {l.parent}: stopped at iteration' in out
+        assert not (tmp_path / 't' / 'nanogpt_3L_s3' / 'ckpt.pt').exists() and '1 run(s) not started' in out, out
+        assert alive_pids(started) == [] and worker_pids(tmp_path) == []
+    finally:
+        kill_left(p, started + worker_pids(tmp_path))
 
 
 def test_ablate_stops_within_seconds_inside_an_evaluation(tmp_path):

@@ -1,8 +1,10 @@
 """worker.py: many runs in one process. Each sweep variant's run inside a worker logs what the same run logs alone
 (in a process of its own), after other variants' runs in the same process, so nothing leaks from one run to the
 next: dropout masks (every run here has dropout), the RNG, the optimizer's state (AdamW and OrthoAdam) and λ."""
+import fcntl
 import json
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -72,6 +74,11 @@ def test_a_failed_run_is_recorded_and_the_next_one_runs(tmp_path):
     assert (tmp_path / 'bad' / 'FAILED').read_text().strip() == '1'
     assert 'batch_size=0 must be >= 1' in (tmp_path / 'bad' / 'train.log').read_text()
     assert json.load(open(tmp_path / 'good' / 'summary.json'))['iter'] == 4
+    # the line ablate.sh reads: the run's seconds, and how many of them were outside its own clock (queue.json's
+    # in_worker_s): less than the whole
+    done = re.search(rf"^worker: done {re.escape(str(tmp_path / 'good'))} in ([0-9.]+)s \(([0-9.]+)s outside its "
+                     rf"clock\)$", out, re.M)
+    assert done and 0 <= float(done[2]) < float(done[1]), out
     (tmp_path / 'runs.txt').write_text(f'{good}\n')
     os.remove(tmp_path / 'good' / 'summary.json')  # as if it had stopped: a run given again is resumed by its line
     (tmp_path / 'nodir.txt').write_text('configs/nanogpt_3L.py --max_iters=2\n')
@@ -92,3 +99,20 @@ def test_a_stop_saves_the_run_in_progress_and_starts_no_other(tmp_path):
     assert p.returncode == 130 and '1 run(s) not started' in out, out
     assert (tmp_path / '0' / 'ckpt.pt').exists() and not (tmp_path / '1').exists()
     assert 'stopped at iteration' in (tmp_path / '0' / 'train.log').read_text()
+
+
+def test_a_run_another_process_trains_is_left_to_it(tmp_path):
+    """A run whose out_dir another process holds (its lock: train.py exits 75) is left to that process: no FAILED
+    in its folder, the worker says busy, and the next run goes on; the worker exits 0."""
+    busy, good = tmp_path / 'busy', tmp_path / 'good'
+    busy.mkdir()
+    lines = [shlex.join(['configs/nanogpt_3L.py', *SHAPE, f'--out_dir={d}']) for d in (busy, good)]
+    (tmp_path / 'runs.txt').write_text('\n'.join(lines) + '\n')
+    with open(busy / '.lock', 'a+') as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        p = worker(tmp_path / 'runs.txt')
+        out = p.communicate(timeout=300)[0]
+    assert p.returncode == 0 and f'worker: busy {busy}' in out, out
+    assert '1 of 2 run(s) finished, 1 left to another process' in out, out
+    assert not (busy / 'FAILED').exists() and not (busy / 'ckpt.pt').exists()
+    assert json.load(open(good / 'summary.json'))['iter'] == 4
