@@ -591,10 +591,12 @@ def shrink(launch):
 
 
 # what a dry run cannot show, said in its results.md: it runs the code, never the GPU's part of it
-ONLY_A_GPU = ("This is a dry run on the CPU: it ran the code of every step, the packing of finished runs, a job cut at "
-              "its budget, collect's refusals and the eager retry after a refused capture (the stand-in for a failed "
-              "one). Only a GPU shows: that CUDA graphs capture and replay each model, every time and speed, the "
-              "estimates of the queue's jobs, several runs at once on one device, and the 124M step's memory.")
+ONLY_A_GPU = ("This is a dry run on the CPU: it ran the code of every step, every queue launch through its worker "
+              "processes (worker.py, as on a GPU), the packing of finished runs, a job cut at its budget, collect's "
+              "refusals and the eager retry after a refused capture (the stand-in for a failed one). Only a GPU shows: "
+              "that CUDA graphs capture and replay each model, every time and speed, the estimates of the queue's jobs "
+              "and a run's cost inside a worker (in_worker_s, which they assume), several workers at once on one "
+              "device, and the 124M step's memory.")
 
 
 # -----------------------------------------------------------------------------------------------------------
@@ -682,7 +684,10 @@ def render(res):
         for j in q:
             note = j.get('why') or '; '.join(x for x in (
                 f"unfinished: {', '.join(j['unfinished'])}" if j.get('unfinished') else '',
-                f"retried eagerly: {', '.join(j['retried_eagerly'])}" if j.get('retried_eagerly') else '') if x)
+                f"retried eagerly: {', '.join(j['retried_eagerly'])}" if j.get('retried_eagerly') else '',
+                f"a run in its worker beyond its clock: median {j['in_worker_s']['median']:.1f} s of "
+                f"{j['in_worker_s']['n']} (estimates assume {gpu_queue.IN_WORKER})" if j.get('in_worker_s') else '')
+                if x)
             lines.append(f"| {j['job']} | {j['status']} | {len(j.get('finished', []))}/{j.get('runs', '')} | "
                          f"{j.get('wall_s', '')} ({j['estimate_s']}) | {note} |")
     return '\n'.join(lines) + '\n'

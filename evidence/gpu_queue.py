@@ -23,7 +23,11 @@ so it runs again after the model or the trainer changed. The runs
 use CUDA graphs (--cuda_graph=True) without torch.compile: for these 3-layer and smaller models a graphed step is
 1.96 ms against 7.17 compiled and 8.44 eager (H200, results/bench_gpu.md), and compile's 40-60 s a process is more
 than a 500-step run's whole training. OrthoAdam's step is not captured (cuda_graph.py), so its variants run eagerly.
-A run whose graphed attempt fails is retried once eagerly, and queue.json names it.
+A run whose graphed attempt fails is retried once eagerly, and queue.json names it. Each launch deals its runs to
+JOBS worker processes (ablate.sh's WORKER=1: worker.py runs its share back to back in one process), so a run pays its
+own set-up, not a process start; queue.json's in_worker_s says what a run cost a worker beyond its own clock (the
+estimates' IN_WORKER, an assumption until a loan measures it). Each job's estimate is the formula under "the
+estimates" below, with its inputs named, and fits one call (FITS).
 """
 import glob
 import json
@@ -68,6 +72,7 @@ class Job:
     estimate_s: int    # wall seconds on one H100 or H200, from the basis in the comment above it
     launches: tuple
     steps: tuple = ()  # a check job: bench_gpu.py's steps, instead of launches
+    basis: str = ''    # the estimate's inputs for this job (the formula under "the estimates")
 
 
 def leak_cells():
@@ -93,19 +98,19 @@ def sink_seeds():
                    EAGER))
 
 
-def seed3(depth):
+def seed3(depth, variants=SEED5):
     """A third seed of the seed notes' table at their schedule (PROFILE=full: 5000 steps, dropout 0.2), one depth.
     Its sweep folder is the one the H100 runs of c68a3df are in (results/shakespeare_full, seeds 1-2)."""
-    return (Launch('shakespeare_full', (('PROFILE', 'full'), ('SEEDS', '3'), ('DEPTHS', depth), ('VARIANTS', SEED5),
-                                        ('JOBS', '5')), GRAPHED),)
+    return (Launch('shakespeare_full', (('PROFILE', 'full'), ('SEEDS', '3'), ('DEPTHS', depth), ('VARIANTS', variants),
+                                        ('JOBS', str(len(variants.split())))), GRAPHED),)
 
 
-def zero_future_full():
-    """The seed's schedule under zero_future (future scores 0 instead of -inf), the seed's five at 3 layers, three
-    seeds: the masking bug that gives the seed's ordering, at the seed's own schedule (a CPU run of it: seed 1 only,
+def zero_future_full(seed):
+    """The seed's schedule under zero_future (future scores 0 instead of -inf), the seed's five at 3 layers, one seed:
+    the masking bug that gives the seed's ordering, at the seed's own schedule (a CPU run of it: seed 1 only,
     results/shakespeare_full_leak_zero_future_cpu)."""
-    env = (('PROFILE', 'full'), ('LEAK', 'zero_future'), ('SEEDS', '1 2 3'), ('DEPTHS', '3L'), ('VARIANTS', SEED5),
-           ('JOBS', '8'))
+    env = (('PROFILE', 'full'), ('LEAK', 'zero_future'), ('SEEDS', str(seed)), ('DEPTHS', '3L'), ('VARIANTS', SEED5),
+           ('JOBS', '5'))
     return (Launch('shakespeare_full_leak_zero_future', env, GRAPHED),)
 
 
@@ -128,79 +133,156 @@ def seed2_8L():
                                         ('VARIANTS', 'diff sym diff_sym norm_sym'), ('JOBS', '4')), GRAPHED),)
 
 
-def pycode_outliers():
-    """Claim 5's outlier half where a baseline can have outliers: the five configs/pc_<variant>_12L.py (12 layers,
-    d 256, a BOS, lr 2e-3, no weight decay, on data/pycode; only the attention or the optimizer differs) at once, one
-    seed, each analysed (ANALYZE=1: first-token attention, kurtosis, max/median, int8/int4 and W8A8 penalties), each
-    logging its outlier curves (outlier_interval). PROFILE=gpt2 is the profile whose runs take the configs' own
-    schedule (3000 steps of 16,384 tokens). The GPU machine reaches no network: the call must carry
-    data/pycode/downloads (the six pinned wheels, 21 MB), from which data/pycode/prepare.py rebuilds the token files
-    and checks the corpus hash against the committed manifest.json."""
-    common = (('PROFILE', 'gpt2'), ('SEEDS', '1'), ('DEPTHS', '12L'), ('ANALYZE', '1'))
-    return (Launch('pycode_outliers_gpu', common + (('VARIANTS', 'pc_nanogpt pc_softmax1 pc_gated'), ('JOBS', '3')),
-                   GRAPHED),
-            Launch('pycode_outliers_gpu', common + (('VARIANTS', 'pc_orthoadam pc_softmax1_orthoadam'), ('JOBS', '2')),
-                   EAGER))
+def pycode_outliers(variants):
+    """Claim 5's outlier half where a baseline can have outliers: configs/pc_<variant>_12L.py (12 layers, d 256, a BOS,
+    lr 2e-3, no weight decay, on data/pycode; only the attention or the optimizer differs), one seed, each analysed
+    (ANALYZE=1: first-token attention, kurtosis, max/median, int8/int4 and W8A8 penalties), each logging its outlier
+    curves (outlier_interval). PROFILE=gpt2 is the profile whose runs take the configs' own schedule (3000 steps of
+    16,384 tokens). The GPU machine reaches no network: the call must carry data/pycode/downloads (the six pinned
+    wheels, 21 MB), from which data/pycode/prepare.py rebuilds the token files and checks the corpus hash against the
+    committed manifest.json. OrthoAdam's step is not captured: its variants run eagerly."""
+    eager = 'orthoadam' in variants
+    return (Launch('pycode_outliers_gpu', (('PROFILE', 'gpt2'), ('SEEDS', '1'), ('DEPTHS', '12L'), ('ANALYZE', '1'),
+                                           ('VARIANTS', variants), ('JOBS', str(len(variants.split())))),
+                   EAGER if eager else GRAPHED),)
 
 
-# Estimates, wall seconds of the whole job. Measured on one H200 at 6cb9fa0 (results/gpu_check/2026-11-27_h200_6cb9fa0):
-# the leak cells 261 s (81 runs of 500 steps, 18 at a time), the sink 193 s (60 runs of 1000 2-layer steps, 10 at a
-# time, each analysed), seed 3 at 3L 143 s (5 runs of 5000 steps at once: 71-126 s each). The rest scaled from
-# those: 6L moves about 1.9x the bytes of 3L and 8L 2.6x (results/bench_gpu.md), and seed_pipeline is 7x the
-# steps of the full schedule with 6,000 eval batches to its 8,400 (15 evaluations of 400 batches against 21). An
-# H100's memory is 0.7x as fast: the margins.
-QUEUE = (
-    # the current code's sanity, first, in about a minute: one capture-and-replay smoke a family of attention
-    # (bench_gpu.SMOKE: softmax, diff, diffv2, cosine, and the masking bugs' naive path) on a tiny model, and the
-    # grouped evaluation's equal loss on 20 batches a split of the seed's model. A failed sanity stops the queue (runs
-    # on a broken path are worthless). Basis: env 5-8 s (H200, 2026-11-26/27); the smokes, about a second each in
-    # one pytest process after its start and CUDA's, unmeasured; the evaluation's start, unmeasured. It may take
-    # 1.25x its estimate (94 s), each step within its cap (bench_gpu.STEPS)
-    Job('sanity', "the code every job runs: a capture and replay a family of attention, and the grouped evaluation's "
-        "equal loss", 75, (), ('env', 'smoke', 'eval_smoke')),
-    Job('leak_cells_dropout0.2', "rows 2-4 under the masking bugs at the seed's dropout, one rule and format, 3 seeds",
-        300, leak_cells()),
-    Job('sink_10_seeds', "rows 5-6's per-seed statements (does softmax-1 / the gate empty the sink in k of n seeds)",
-        240, sink_seeds()),
-    # Claim 5's outliers. Unmeasured on a GPU: the rate is derived. Five graphed 3-layer runs at once delivered 3.41M
-    # tokens/s together (H200, results/shakespeare_full/*_3L_s3), 56.7 TFLOP/s at the 16.6 MFLOP a token of
-    # model.flops_per_token; the pc_ 12-layer model costs 66.5 MFLOP a token (4.0x), so about 0.85M tokens/s for the
-    # five, and 5 x 49.2M tokens take 290 s, with about 60 s for the start (the corpus rebuilt from the wheels,
-    # imports, capture), the evaluations and the five analyses: 350 s. Measured here only on a CPU: the 12-layer step
-    # at 1,258 tokens/s on one thread of a Xeon Emerald Rapids in bf16 (batch 8), whose 17% MFU says nothing of a GPU's
-    Job('pycode_outliers_12L', "claim 5's outlier rows: the five pc_ 12-layer variants on Python code, 49M tokens "
-        "each, analysed (W8A8)", 380, pycode_outliers()),
-    Job('seed3_full_3L', "rows 1-4 at the seed's schedule: a third seed, 3 layers", 200, seed3('3L')),
-    Job('seed3_full_6L', "rows 1-4 at the seed's schedule: a third seed, 6 layers", 300, seed3('6L')),
-    Job('seed3_full_8L', "rows 1-4 at the seed's schedule: a third seed, 8 layers", 400, seed3('8L')),
-    # four 8-layer runs at once: seed3_full_8L's five in 400 s, less one
-    Job('seed2_full_8L', "rows 1-4 at the seed's schedule: a second seed at 8 layers for the four that lack it", 330,
-        seed2_8L()),
-    # the full capture suite, after the jobs the sanity gates: every model a sweep runs captured and replayed against
-    # its eager steps (tests/test_cuda.py's graph tests) and the evaluation at the seed's 200 batches a split. Basis:
-    # the graph tests took 118 s (H200, 09c4cb4) before the 44 capture tests (about a second each, unmeasured); it
-    # may take 1.25x its estimate, 375 s: env, the graph tests' 300 s at most, and eval
-    Job('capture_suite', "every model a sweep runs captured and replayed, and the full grouped evaluation", 300, (),
-        ('env', 'graph_tests', 'eval')),
-    Job('zero_future_full_3L', "rows 2-4 under zero_future at the seed's schedule, 3 layers, 3 seeds", 450,
-        zero_future_full()),
-    # the seed author's loop in parts of one call each: 35,000 graphed 3-layer steps a run. Basis: seed3_full_3L's
-    # five runs at once took 143 s (H200), about 110 s of it the steps and evaluations (30 s the start), so 22 s a
-    # run of 5000 steps and 8,400 eval batches, 61% of it steps (the floor's split): a 35,000-step run with 6,000
-    # eval batches is 7 x 13.4 + 6 = 100 s of the GPU at that rate. Two at once 200 s, one 100 s; at an H100's 0.7x
-    # and with the start, 316 and 173 s. Every part fits the ~490 s a call leaves
-    *(Job(f'seed_pipeline_s{seed}{part}', f"the seed's losses as losses on trained-on text (the author's loop), seed "
-          f"{seed}: {variants}", 330 if ' ' in variants else 190, seed_pipeline(seed, variants))
-      for seed in (1, 2) for part, variants in PIPELINE_PARTS),
-    # the seed's five runs one at a time against five at once, graphed, at the seed's evaluation density: which way
-    # its 45-run table runs faster (five compiled 600-step runs at once, not one at a time, were measured before)
-    Job('jobs_at_once', "the 45-run table's wall time: JOBS=1 against JOBS=5 for the seed's five 3-layer runs", 240,
-        (), ('env', 'jobs')),
-    # last: GPT-2 124M, nanogpt then the paper's Diff layout, each its own step (a Diff failure costs only itself):
-    # tokens/s, MFU, memory. Basis: 30 steps of 124M compiled took 95-140 s a step with its compile (H200, 779ab8c)
-    Job('gpt2_124M', "Diff at 124M: its step against nanogpt's (tokens/s, MFU, memory)", 330, (),
-        ('env', 'gpt2_nanogpt', 'gpt2_diff')),
-)
+# claim 5's five pc_ variants in parts of one call each: the graphed pair, the gate, each OrthoAdam variant alone
+PYCODE_PARTS = (('a', 'pc_nanogpt pc_softmax1'), ('b', 'pc_gated'), ('c', 'pc_orthoadam'),
+                ('d', 'pc_softmax1_orthoadam'))
+
+
+# ----------------------------------------------------------------------------- the estimates
+# A job's estimate, in wall seconds on one H100 (an H200 is faster): its launches start together, each dealing its
+# runs to JOBS workers (ablate.sh's WORKER path), and a worker runs its share back to back:
+#
+#     estimate = (START + PROCESS + n x (IN_WORKER + ANALYSIS_S) + G) / H100
+#
+# n is the most runs one worker runs (a launch's runs over its JOBS, rounded up), and G the GPU seconds of all the
+# job's runs: one GPU time-slices the processes that share it, so runs at once add their work (G) while their starts
+# overlap. G of a run: STEP_S a step and EVAL_S an eval batch at 3 layers, times its depth's bytes (DEPTH) or its
+# model's FLOPs a token. A job measured a process a run gives its own G: wall = START + n x PROCESS + G (+ analyses),
+# the lower end where a run's start overlapped the others' GPU work (at the upper end, G = wall - START, the leak cells
+# come to 409 s, the sink to 321 and a zero_future seed to 341: each still fits a call).
+H100 = 0.7  # an H100's memory bandwidth over an H200's (3.35 against 4.8 TB/s): these small steps are bytes-bound
+START = 7  # measured, H200: ablate.sh's check, plan and report.py around the runs, seed3_full_3L's 143.0 s less its
+#            slowest run's 136 s (results/gpu_check/2026-11-27_h200_6cb9fa0/seed3_full_3L.log)
+PROCESS = 10.5  # measured, H200: a run's own process before its clock (imports, CUDA context, data, model, capture):
+#                 "done in" less summary.json's wall_time_s of seed3_full_3L's five, 10-11 s; a worker pays it once
+IN_WORKER = 3  # ASSUMED, unmeasured on a GPU: a run's cost inside a worker beyond its clock (data, model, capture, the
+#                final checkpoint and summary). Every job measures it: queue.json's in_worker_s (worker.py's lines)
+RUN_S = 125.8 / 5  # measured, H200: the GPU seconds of one full-schedule 3-layer run (5000 steps, 8,400 eval batches)
+#                    when five share the GPU: seed3_full_3L's five ended within 125.8 s (norm_sym_3L_s3's wall_time_s)
+STEP_SHARE = 0.607  # the steps' share of such a run, from its floor: 5000 x 0.6947 ms of steps against 8,400 x 0.2677
+#                     ms of evaluation (results/gpu_check/2026-11-26_h200_09c4cb4, the floor step)
+STEP_S = STEP_SHARE * RUN_S / 5000  # a 3-layer training step: 3.05 ms
+EVAL_S = (1 - STEP_SHARE) * RUN_S / 8400  # a 3-layer eval batch: 1.18 ms
+DEPTH = {'3L': 1.0, '6L': 1.9, '8L': 2.6}  # a step's bytes over 3L's (results/bench_gpu.md's floor of every cell)
+# the leak cells, measured a process a run (H200, 6cb9fa0): 260.6 s for 81 runs of 500 steps and 240 eval batches,
+# 18 at once (n = 5): G = 260.6 - START - 5 x PROCESS, 1.37 x what STEP_S and EVAL_S give those steps (the masking
+# bugs' naive attention in 4 of the 6 sweeps, dropout 0.2, 18 processes at once): LEAK_RATE, for zero_future's runs
+LEAK_G = 260.6 - START - 5 * PROCESS
+LEAK_RATE = LEAK_G / (81 * (500 * STEP_S + 240 * EVAL_S))
+# the sink, measured the same way: 192.6 s for 60 two-layer runs of 1000 steps, 10 at once (n = 7), each analysed
+SINK_G = 192.6 - START - 7 * PROCESS  # its runs' G and their analyses (each analyze.py still a process)
+# claim 5's pc_ runs, unmeasured on a GPU: 66.5 MFLOP a token against the seed's 3-layer model's 16.6
+# (model.flops_per_token), 49.2M tokens a run against a full-schedule run's 40.96M (5000 x 32 x 256): RUN_S scaled by
+# both. ASSUMED: an eager (OrthoAdam) 12-layer step at 2x a graphed one (the 3-layer eager step is 4.3x, 8.44 against
+# 1.96 ms, but a 12-layer step of 16,384 tokens spends less of itself launching kernels); 30 s an analysis (its
+# process and its measures on the 12-layer model); 30 s for data/pycode/prepare.py to rebuild the tokens
+PC_RUN_S = RUN_S * (66.5 / 16.6) * (49.2 / 40.96)
+PC_EAGER, PC_ANALYSIS_S, PC_PREPARE_S = 2.0, 30, 30
+# what a call leaves a job (bench_gpu.py --next --budget 540): its env step's 10 s (measured 4.7-7.7 s), bench_gpu.py's
+# 5 s for its last write, the queue step's 30 s to stop, pack and write, and 5 s for that step's own start
+CALL = 540
+FITS = CALL - 10 - 5 - 30 - 5
+
+
+def runs_a_worker(launches):
+    """n: the most runs one worker of the job runs back to back (each launch deals its runs to its JOBS workers)."""
+    return max(-(-len(runs_of(lc, RESULTS)) // int(dict(lc.env).get('JOBS', '1'))) for lc in launches)
+
+
+def estimate(launches, gpu_s, analysis_s=0.0, extra_s=0.0):
+    """(START + PROCESS + n x (IN_WORKER + analysis_s) + gpu_s + extra_s) / H100, in whole seconds (rounded up)."""
+    n = runs_a_worker(launches)
+    return -int(-(START + PROCESS + n * (IN_WORKER + analysis_s) + gpu_s + extra_s) // H100)
+
+
+def run_s(launches, steps, evals, scale=1.0):
+    """G of every run of launches: steps x STEP_S + evals x EVAL_S a run, times scale (its depth's bytes)."""
+    return sum(len(runs_of(lc, RESULTS)) for lc in launches) * (steps * STEP_S + evals * EVAL_S) * scale
+
+
+def job(name, why, launches, gpu_s, analysis_s=0.0, extra_s=0.0):
+    """A job of launches whose runs are gpu_s of G, its estimate by the formula and its inputs said in basis."""
+    basis = (f"n {runs_a_worker(launches)}, G {gpu_s:.0f} s" + (f", {analysis_s:g} s an analysis" if analysis_s else '')
+             + (f", {extra_s:g} s more" if extra_s else ''))
+    return Job(name, why, estimate(launches, gpu_s, analysis_s, extra_s), launches, basis=basis)
+
+
+FORMULA = (f"estimate = (START {START} + PROCESS {PROCESS} + n x (IN_WORKER {IN_WORKER} [assumed] + analysis) + G) / "
+           f"H100 {H100}; a call of {CALL} s leaves a job {FITS} s")
+
+
+def queue():
+    full = lambda depth, launches, rate=1.0: run_s(launches, 5000, 8400, DEPTH[depth] * rate)
+    leak, sink = leak_cells(), sink_seeds()
+    jobs = [
+        # the current code's sanity, first, in about a minute: one capture-and-replay smoke a family of attention
+        # (bench_gpu.SMOKE: softmax, diff, diffv2, cosine, and the masking bugs' naive path) on a tiny model, and the
+        # grouped evaluation's equal loss on 20 batches a split of the seed's model. A failed sanity stops the queue
+        # (runs on a broken path are worthless). Basis: env 5-8 s (H200, 2026-11-26/27); the smokes, about a second
+        # each in one pytest process after its start and CUDA's, unmeasured; the evaluation's start, unmeasured. It
+        # may take 1.25x its estimate (94 s), each step within its cap (bench_gpu.STEPS)
+        Job('sanity', "the code every job runs: a capture and replay a family of attention, and the grouped "
+            "evaluation's equal loss", 75, (), ('env', 'smoke', 'eval_smoke')),
+        job('leak_cells_dropout0.2', "rows 2-4 under the masking bugs at the seed's dropout, one rule and format, 3 "
+            "seeds", leak, LEAK_G),
+        job('sink_10_seeds', "rows 5-6's per-seed statements (does softmax-1 / the gate empty the sink in k of n "
+            "seeds)", sink, SINK_G),
+        *(job(f'pycode_outliers_12L_{part}', f"claim 5's outlier rows on Python code, 49M tokens a run, analysed "
+              f"(W8A8): {variants}", pycode_outliers(variants),
+              len(variants.split()) * PC_RUN_S * (PC_EAGER if 'orthoadam' in variants else 1.0),
+              analysis_s=PC_ANALYSIS_S, extra_s=PC_PREPARE_S)
+          for part, variants in PYCODE_PARTS),
+        job('seed3_full_3L', "rows 1-4 at the seed's schedule: a third seed, 3 layers", seed3('3L'),
+            full('3L', seed3('3L'))),
+        job('seed3_full_6L', "rows 1-4 at the seed's schedule: a third seed, 6 layers", seed3('6L'),
+            full('6L', seed3('6L'))),
+        # five 8-layer runs are 327 s of G, beyond a call with the margin: three, then two
+        *(job(f'seed3_full_8L{part}', f"rows 1-4 at the seed's schedule: a third seed, 8 layers: {variants}",
+              seed3('8L', variants), full('8L', seed3('8L', variants)))
+          for part, variants in (('a', 'nanogpt diff sym'), ('b', 'diff_sym norm_sym'))),
+        job('seed2_full_8L', "rows 1-4 at the seed's schedule: a second seed at 8 layers for the four that lack it",
+            seed2_8L(), full('8L', seed2_8L())),
+        # the full capture suite, after the jobs the sanity gates: every model a sweep runs captured and replayed
+        # against its eager steps (tests/test_cuda.py's graph tests) and the evaluation at the seed's 200 batches a
+        # split. Basis: the graph tests took 118 s (H200, 09c4cb4) before the 44 capture tests (about a second each,
+        # unmeasured); it may take 1.25x its estimate, 375 s: env, the graph tests' 300 s at most, and eval
+        Job('capture_suite', "every model a sweep runs captured and replayed, and the full grouped evaluation", 300,
+            (), ('env', 'graph_tests', 'eval')),
+        # zero_future's runs at the leak cells' rate (LEAK_RATE): 15 runs are 518 s of G, so a seed a call
+        *(job(f'zero_future_full_3L_s{seed}', f"rows 2-4 under zero_future at the seed's schedule, 3 layers, seed "
+              f"{seed}", zero_future_full(seed), full('3L', zero_future_full(seed), LEAK_RATE))
+          for seed in (1, 2, 3)),
+        # the seed author's loop in parts of one call each: 35,000 graphed 3-layer steps and 6,000 eval batches a run
+        *(job(f'seed_pipeline_s{seed}{part}', f"the seed's losses as losses on trained-on text (the author's loop), "
+              f"seed {seed}: {variants}", seed_pipeline(seed, variants),
+              run_s(seed_pipeline(seed, variants), 35000, 6000))
+          for seed in (1, 2) for part, variants in PIPELINE_PARTS),
+        # the seed's five runs one at a time against five at once, graphed, at the seed's evaluation density: which
+        # way its 45-run table runs faster (five compiled 600-step runs at once, not one at a time, were measured
+        # before)
+        Job('jobs_at_once', "the 45-run table's wall time: JOBS=1 against JOBS=5 for the seed's five 3-layer runs",
+            240, (), ('env', 'jobs')),
+        # last: GPT-2 124M, nanogpt then the paper's Diff layout, each its own step (a Diff failure costs only
+        # itself): tokens/s, MFU, memory. Basis: 30 steps of 124M compiled took 95-140 s a step with its compile
+        # (H200, 779ab8c)
+        Job('gpt2_124M', "Diff at 124M: its step against nanogpt's (tokens/s, MFU, memory)", 330, (),
+            ('env', 'gpt2_nanogpt', 'gpt2_diff')),
+    ]
+    return tuple(jobs)
 
 
 # ----------------------------------------------------------------------------- which runs a job holds
@@ -210,6 +292,9 @@ def runs_of(launch, runs_dir):
     from sweep import sweep_from_env
     env = dict(launch.env, SWEEP=launch.sweep, RUNS_DIR=runs_dir)
     return [d for _, d, _ in sweep_from_env(env, list(launch.args)).runs()]
+
+
+QUEUE = queue()
 
 
 def missing(job, results=RESULTS):
@@ -331,10 +416,13 @@ def pack(stage, out):
 
 
 def launch_all(launches, runs_dir, python, extra, log):
-    """Start one ablate.sh a launch, all at once, each in its own process group; returns the processes."""
+    """Start one ablate.sh a launch, all at once, each in its own process group and its runs in its JOBS workers;
+    returns the processes."""
     procs = []
     for launch in launches:
-        env = dict(os.environ, **dict(launch.env), SWEEP=launch.sweep, RUNS_DIR=runs_dir, PYTHON=python)
+        # WORKER=1: the launch's runs through JOBS worker processes (ablate.sh's worker path, which a GPU takes by
+        # itself), so that the dry run on a CPU drives the same path
+        env = dict(os.environ, **dict(launch.env), SWEEP=launch.sweep, RUNS_DIR=runs_dir, PYTHON=python, WORKER='1')
         env.setdefault('OMP_NUM_THREADS', '2')  # a GPU run's host work; 16 host cores shared by every run at once
         cmd = ['bash', 'ablate.sh', *launch.args, *extra]
         log.write(f"\n$ {' '.join(f'{k}={v!r}' for k, v in launch.env)} SWEEP={launch.sweep} {' '.join(cmd)}\n")
@@ -427,8 +515,9 @@ def run_job(job, out, deadline, python=sys.executable, extra=(), scratch=None, c
     t0 = time.monotonic()
     stage = os.path.join(scratch, 'packed')  # every job of the call in one tarball, its ablate.sh output beside
     os.makedirs(os.path.join(stage, 'logs'), exist_ok=True)
-    with open(os.path.join(stage, 'logs', f'{job.name}.log'), 'a') as log, \
-            Packer(runs_dir, out, analyzed, stage) as packer:
+    log_path = os.path.join(stage, 'logs', f'{job.name}.log')
+    with open(log_path, 'a') as log, Packer(runs_dir, out, analyzed, stage) as packer:
+        logged_from = log.tell()
         cut = (lambda: len(packer.packed) >= cut_after) if cut_after else (lambda: False)
         stopped = wait_all(launch_all(launches, runs_dir, python, extra, log), deadline, cut)
         failed = [lc for lc in launches if '--cuda_graph=True' in lc.args and not stopped and
@@ -442,8 +531,21 @@ def run_job(job, out, deadline, python=sys.executable, extra=(), scratch=None, c
             record['retried_eagerly'] = sorted(set(packer.packed) - before)
     unfinished = [r for r in expected if r not in packer.packed]
     record.update(wall_s=round(time.monotonic() - t0, 1), finished=sorted(packer.packed), unfinished=unfinished,
-                  status='done' if not unfinished else 'cut' if stopped else 'failed')
+                  status='done' if not unfinished else 'cut' if stopped else 'failed',
+                  in_worker_s=in_worker(log_path, logged_from))
     return record
+
+
+def in_worker(log_path, start=0):
+    """The measure of IN_WORKER in a job's log (from byte start): each finished run's seconds in its worker beyond
+    its own clock, as ablate.sh's `done` line gives worker.py's, as {n, min, median, max}; None where no run said."""
+    with open(log_path) as f:
+        f.seek(start)
+        found = sorted(float(m[1]) for m in re.finditer(r'^done   .* \(([0-9.]+)s outside its clock\)$', f.read(),
+                                                         re.M))
+    if not found:
+        return None
+    return dict(n=len(found), min=found[0], median=found[len(found) // 2], max=found[-1])
 
 
 def run_check(job, out, deadline, python, scratch, check_args=(), steps=()):
@@ -598,7 +700,9 @@ def main(argv):
             n = sum(len(runs_of(lc, RESULTS)) for lc in job.launches)
             held = (f"{checked(job) or 'to check':>12s}" if job.steps else
                     f"{n - len(missing(job)):3d}/{n:<3d} runs held")
-            print(f"{job.name:24s} {held}, about {job.estimate_s:4d} s: {job.why}")
+            print(f"{job.name:24s} {held}, about {job.estimate_s:4d} s{f' ({job.basis})' if job.basis else ''}: "
+                  f"{job.why}")
+        print(FORMULA)
         return 0
     if argv[:1] == ['collect'] and len(argv) == 2:
         copied, same, refused = collect(argv[1])

@@ -44,13 +44,20 @@ pack() {
        "with the tree, and run 'bash evidence/loan.sh run --out \$OUT/q' first on the device"
 }
 
+under() {  # pid: every process under it now, children first (ps -A: Linux and macOS; no pstree there)
+  ps -A -o pid= -o ppid= | awk -v root="$1" '{ kids[$2] = kids[$2] " " $1 }
+    END { todo = root
+          while (todo != "") { n = split(todo, t, " "); todo = ""
+                               for (i = 1; i <= n; i++) { m = split(kids[t[i]], k, " ")
+                                                          for (j = 1; j <= m; j++) { print k[j]; todo = todo " " k[j] } } } }'
+}
+
 CHILD= WORK= STOPPED=
 stop() {  # TERM to bench_gpu.py, LOAN_GRACE seconds for it, then KILL to whatever is left of what this script started
   STOPPED=$1
   [ -n "$CHILD" ] || exit "$STOPPED"
   local tree ticks=0
-  tree=$(cd "$HERE" && "$PYTHON" -c 'import sys; sys.path[:0] = ["evidence", "."]; import gpu_queue
-print(*gpu_queue.descendants([int(sys.argv[1])]))' $$)
+  tree=$(under $$)
   kill -TERM "$CHILD" 2>/dev/null
   while kill -0 "$CHILD" 2>/dev/null && [ $ticks -lt $(( ${LOAN_GRACE:-60} * 5 )) ]; do
     sleep 0.2; ticks=$((ticks + 1))

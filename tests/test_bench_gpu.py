@@ -66,6 +66,8 @@ def test_the_queue_dry_run_runs_every_job_and_packs_its_runs_into_one_file(tmp_p
     q = res['steps']['queue']['queue']
     assert [j['job'] for j in q] == [j.name for j in gpu_queue.pending()] and all(j['status'] == 'done' for j in q), q
     assert all(j['finished'] and not j['unfinished'] for j in q)
+    # every run came back from a worker (worker.py's line for each finished run, which in_worker_s counts)
+    assert all(j['in_worker_s']['n'] == len(j['finished']) for j in q if not j.get('steps')), q
     # the stand-in for a failed capture: the queue's first graphed launch is refused its graph on the CPU, and its
     # runs come back from the eager retry
     assert q[1]['job'] == 'leak_cells_dropout0.2' and q[1]['retried_eagerly'], q[1]
@@ -109,26 +111,49 @@ def test_the_queue_dry_run_runs_every_job_and_packs_its_runs_into_one_file(tmp_p
         [], sorted(runs + checks), [])
 
 
-def tiny_job(seeds='1 2'):
-    """One launch of two 2-step runs, one after the other (JOBS=1), on the CPU."""
-    return gpu_queue.Job('tiny', 'a test', 60, (gpu_queue.Launch(
-        'shakespeare_tiny', (('PROFILE', 'cpu_long'), ('SEEDS', seeds), ('DEPTHS', '3L'), ('VARIANTS', 'nanogpt'),
-                             ('JOBS', '1')), ()),))
+def tiny_job():
+    """Two launches on the CPU, each one run in its worker: a 2-step run, and one that trains until it is stopped
+    (in a sweep of its own: its schedule differs). A cut after the first run to come back lands in the second."""
+    env = (('PROFILE', 'cpu_long'), ('DEPTHS', '3L'), ('VARIANTS', 'nanogpt'), ('JOBS', '1'))
+    long = ('--max_iters=100000', '--lr_decay_iters=100000', '--eval_interval=100000')
+    return gpu_queue.Job('tiny', 'a test', 60, (
+        gpu_queue.Launch('shakespeare_tiny', env + (('SEEDS', '1'),), bench_gpu.DRY_SCHEDULE),
+        gpu_queue.Launch('shakespeare_tiny_long', env + (('SEEDS', '2'),), bench_gpu.DRY_SCHEDULE + long)))
 
 
 def test_a_job_cut_half_way_brings_back_its_finished_runs_and_the_next_call_runs_only_the_rest(tmp_path):
     job = tiny_job()
     out = tmp_path / 'out'
     out.mkdir()
-    rec = gpu_queue.run_job(job, str(out), time.monotonic() + 600, extra=bench_gpu.DRY_SCHEDULE, cut_after=1)
+    rec = gpu_queue.run_job(job, str(out), time.monotonic() + 600, cut_after=1)
     assert rec['status'] == 'cut', rec
-    assert rec['finished'] == ['shakespeare_tiny/nanogpt_3L_s1'] and rec['unfinished'] == ['shakespeare_tiny/nanogpt_3L_s2']
+    assert rec['finished'] == ['shakespeare_tiny/nanogpt_3L_s1'], rec
+    assert rec['unfinished'] == ['shakespeare_tiny_long/nanogpt_3L_s2'], rec
+    assert rec['in_worker_s']['n'] == 1  # the finished run's line from its worker
     results = tmp_path / 'results'
-    assert gpu_queue.missing(job, str(results)) == ['shakespeare_tiny/nanogpt_3L_s1', 'shakespeare_tiny/nanogpt_3L_s2']
+    assert gpu_queue.missing(job, str(results)) == ['shakespeare_tiny/nanogpt_3L_s1',
+                                                    'shakespeare_tiny_long/nanogpt_3L_s2']
     gpu_queue.collect(str(out), results=str(results), report=False, waive=('commit', 'dirty', 'device'))
-    assert gpu_queue.missing(job, str(results)) == ['shakespeare_tiny/nanogpt_3L_s2']  # what the next call runs
+    assert gpu_queue.missing(job, str(results)) == ['shakespeare_tiny_long/nanogpt_3L_s2']  # what the next call runs
     summary = json.load(open(results / 'shakespeare_tiny' / 'nanogpt_3L_s1' / 'summary.json'))
     assert summary['finished'] and summary['config']['seed'] == 1 and summary['machine']['cpu']['threads'] >= 1
+
+
+def test_every_job_fits_one_call_and_seed_2_stands_at_8_layers_for_the_seeds_five():
+    """Each job's estimate (gpu_queue's formula, an H100's margin included) fits what a call of `--budget 540` leaves
+    a job, seed_pipeline's parts included; and the queue with results/ has the second seed at 8 layers for all five."""
+    too_long = [(j.name, j.estimate_s) for j in gpu_queue.QUEUE if j.estimate_s > gpu_queue.FITS]
+    assert gpu_queue.FITS <= 540 - 45 and too_long == [], too_long
+    assert any(j.name.startswith('seed_pipeline') for j in gpu_queue.QUEUE)
+    queued = {os.path.basename(d) for j in gpu_queue.QUEUE for lc in j.launches if lc.sweep == 'shakespeare_full'
+              for d in gpu_queue.runs_of(lc, gpu_queue.RESULTS)}
+    held = {n for n in os.listdir(os.path.join(gpu_queue.RESULTS, 'shakespeare_full'))
+            if os.path.exists(os.path.join(gpu_queue.RESULTS, 'shakespeare_full', n, 'summary.json'))}
+    assert {f'{v}_8L_s2' for v in gpu_queue.SEED5.split()} <= queued | held
+    # every run job says its estimate's inputs, and `list` the formula
+    assert all(j.basis.startswith('n ') for j in gpu_queue.QUEUE if j.launches)
+    p = subprocess.run([sys.executable, 'evidence/gpu_queue.py', 'list'], cwd=ROOT, capture_output=True, text=True)
+    assert p.returncode == 0 and gpu_queue.FORMULA in p.stdout and 'IN_WORKER' in p.stdout and '[assumed]' in p.stdout
 
 
 def brought_back(root, sweep, run, settings='--max_iters=500', **record):
