@@ -20,6 +20,11 @@ model, capture, the final writes; the GPU queue records it), `worker: FAILED DIR
 Nothing of one run reaches the next: train.py seeds torch at each run's start, batches and dropout masks are pure
 functions of (seed, step), the model, optimizer and λ are built anew, and torch.compile's caches are reset between
 runs (tests/test_worker.py compares each sweep variant's log inside a worker with the same run's alone).
+
+Each run captures its own CUDA graphs. Reusing one run's capture for the next of the same shape would need train.py
+to build the next run inside the captured tensors (its fresh weights and zeroed AdamW state copied in, its lr tensor
+and dropout generator kept), and would save only the capture itself: the eager warm-up steps before it are the run's
+own steps.
 """
 import gc
 import json
