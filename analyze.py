@@ -409,6 +409,8 @@ def trajectory_page(folder):
                          f"among {', '.join(runs)}")
     with open(os.path.join(folder, done[0], 'summary.json')) as f:
         s = json.load(f)
+    with open(os.path.join(folder, 'provenance.json')) as f:  # the machine and commit (evidence/backfill_provenance.py)
+        prov = json.load(f)[done[0]]
     cfg = s['config']
     snaps = [a for r in runs for a in runs[r]]
     uniform = only((a['overall']['first_token_uniform'] for a in snaps), 'the uniform reference')
@@ -430,9 +432,10 @@ def trajectory_page(folder):
         f"re-renders it and compares).",
         '',
         f"The seed's schedule (`PROFILE=full`: {cfg['max_iters']} steps, lr {cfg['learning_rate']:g}, dropout "
-        f"{cfg['dropout']:g}, {cfg['n_layer']} layers), seed {cfg['seed']}, causal, on 2 cores of an AMD EPYC "
-        f"(family 25 model 17, AVX512-BF16, no AMX), `dtype={cfg['dtype']}` = {s['dtype']}, torch "
-        f"{s['torch_version']}, from a checkout of `34745d8`. Evals of {cfg['eval_iters']} batches every "
+        f"{cfg['dropout']:g}, {cfg['n_layer']} layers), seed {cfg['seed']}, causal, on 2 cores of an "
+        f"{prov['machine']}" + (' (*inferred*)' if prov['trained_at'] is None else '') + f", `dtype={cfg['dtype']}` "
+        f"= {s['dtype']}, torch {s['torch_version']}, from a checkout of `{prov['trained_at'] or 'unknown'}` (the "
+        f"folder's `provenance.json`). Evals of {cfg['eval_iters']} batches every "
         f"{cfg['eval_interval']} steps (`--eval_iters={cfg['eval_iters']}`; the batches are the first "
         f"{cfg['eval_iters']} of the profile's 200), so the evals cost little on a CPU. nanogpt ran its first "
         f"iterations on 2 threads and was then stopped (SIGTERM, checkpoint) and resumed on 1 thread pinned to core 0 "

@@ -63,7 +63,11 @@ TRAINED_AT = {'shakespeare_cpu_long': ('cecfced', 'results/claims.md at 0c5fcf6,
                                        'commit cecfced, 2 cores of an AMD EPYC Genoa', None),
               'needle_cpu': ('b1e93b2', NEEDLE, 1),
               'needle_cpu_seeds6-10': ('b1e93b2', 'results/needle_cpu.md at a068a5a: seeds 6-10 ran with "the same '
-                                       'configs and commit (b1e93b2), one thread per run"; ' + NEEDLE, 1)}
+                                       'configs and commit (b1e93b2), one thread per run"; ' + NEEDLE, 1),
+              # its nanogpt run changed from 2 threads to 1 when it was resumed: threads unknown
+              'shakespeare_full_cpu': ('34745d8', 'results/shakespeare_full_cpu/sink_trajectory.md at d3e4fed: "on 2 '
+                                       'cores of an AMD EPYC (family 25 model 17, AVX512-BF16, no AMX) ..., from a '
+                                       'checkout of 34745d8"', None)}
 
 
 def git(*args):

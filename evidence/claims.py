@@ -85,11 +85,11 @@ SINK, MASSIVE = 0.3, 100
 # numbers (OUTLIER_KURTOSIS, OUTLIER_RATIO there; tests/test_outliers.py checks they agree).
 OUTLIER_KURTOSIS, OUTLIER_RATIO = 50, 100
 NEEDS = dict(
-    sink=('a sink (first-token attention > 0.3 in a layer)', 'analysis.json',
+    sink=(f'a sink (first-token attention > {SINK} in a layer)', 'analysis.json',
           lambda a: max(x['first_token_attention'] for x in a['layers']) > SINK),
     sink_L1=('a sink in layer 1', 'analysis.json', lambda a: a['layers'][0]['first_token_attention'] > SINK),
     sink_L2=('a sink in layer 2', 'analysis.json', lambda a: a['layers'][1]['first_token_attention'] > SINK),
-    outliers=('outliers (largest activation ≥ 100× the median)', 'analysis.json',
+    outliers=(f'outliers (largest activation ≥ {MASSIVE}× the median)', 'analysis.json',
               lambda a: a['overall']['massive_ratio'] >= MASSIVE),
     outliers_pc=(f'outliers (token-0 kurtosis > {OUTLIER_KURTOSIS} in a layer and largest activation > '
                  f'{OUTLIER_RATIO}× the median)', 'analysis.json',
