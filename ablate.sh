@@ -7,7 +7,7 @@
 #   PROFILE=cpu_long SEEDS="1 2 3" ./ablate.sh    # 500 steps at lr 1e-3, 3L: where the variants separate on a CPU
 #   CAUSAL=0 PROFILE=cpu_long ./ablate.sh         # the same runs without the causal mask, in a sweep of their own
 #   LEAK=zero_future PROFILE=cpu_long ./ablate.sh # the causal mask with a bug (model.py's leak), a sweep of its own
-#   SEEDS="1 2 3" NPROC=4 ./ablate.sh             # three seeds, each run on 4 GPUs with torchrun
+#   SEEDS="1 2 3" NPROC=4 ./ablate.sh             # three seeds, each run on 4 GPUs (torchrun, via processes.py)
 #   SEEDS="1 2 3" JOBS=8 ./ablate.sh              # eight runs at a time, spread over every visible GPU
 #   VARIANTS="nanogpt diff" DEPTHS=6L ./ablate.sh --dropout=0.1
 #                                                 # extra --key=value go to every run, in a sweep of their own
@@ -54,7 +54,7 @@
 #                                              + _<key><value> for each extra --key=value that changes what the runs
 #                                              compute: --max_iters=10 gives shakespeare_demo_max_iters10)
 #   RUNS_DIR  where sweeps live               (default runs)
-#   NPROC     processes per run (torchrun)    (default 1: plain python)
+#   NPROC     processes per run (torchrun)    (default 1: plain python; more: python processes.py, torchrun)
 #   JOBS      runs at once on the machine     (default 1; e.g. 8 for 3-8 layer models on one large GPU)
 #   GPUS      GPU indices the runs spread over (default: CUDA_VISIBLE_DEVICES if set, else every GPU nvidia-smi
 #                                              lists, else none: no GPU assignment). Slot k of JOBS gets
@@ -132,7 +132,8 @@ rm -f "$STOPPING"
 BUSY=$ROOT/.busy.$$  # the runs another process was training (its lock on the run folder): left to it
 rm -f "$BUSY"
 
-if [ "$NPROC" -gt 1 ]; then LAUNCH=(torchrun --standalone --nproc_per_node="$NPROC"); else LAUNCH=("$PYTHON"); fi
+# NPROC > 1: torchrun through processes.py, whose stop exits 130 as train.py's does (torchrun's own exits 1)
+if [ "$NPROC" -gt 1 ]; then LAUNCH=("$PYTHON" processes.py --standalone --nproc_per_node="$NPROC"); else LAUNCH=("$PYTHON"); fi
 
 # the GPUs: each of the JOBS slots gets its own group of NPROC of them (round robin when there are fewer GPUs than
 # slots), so a sweep fills every GPU of the machine rather than stacking its runs on GPU 0
@@ -189,7 +190,7 @@ run_one() {  # cfg dir seed [extra args]: one run; its exit status in a FAILED f
   ( trap - INT TERM; exec "${LAUNCH[@]}" train.py "$cfg" ${SCHEDULE[@]+"${SCHEDULE[@]}"} --seed="$seed" \
       --out_dir="$dir" $resume "$@" ) >>"$dir/train.log" 2>&1 </dev/null
   rc=$?
-  # stopped, not failed: train.py's 130, or any exit while the sweep stops (torchrun exits 1 after a stop)
+  # stopped, not failed: train.py's 130, or any exit while the sweep stops (a bare torchrun exits 1 after one)
   if [ $rc -ne 0 ] && { [ $rc -eq 130 ] || [ -f "$STOPPING" ]; }; then
     say "stopped $dir: $(grep -o 'stopped at iteration [0-9]*' "$dir/train.log" | tail -n 1)"
     return 130
