@@ -975,6 +975,7 @@ def seed_table_names():
 # ----------------------------------------------------------------------------- results/bench_cpu.md
 
 BENCH_CPU = 'results/bench_cpu.json'  # bench.py --json of one CPU, every variant at two dtypes and two dropouts
+BENCH_REPEAT = 'results/bench_cpu_repeat.json'  # the same configurations again, later, on the same kind of CPU
 BENCH_COLUMNS = ('T', 'dtype', 'dropout', 'compile')  # what a table's heading names, so its rows leave it out
 
 
@@ -989,7 +990,7 @@ class Bench:
     bench.py ran them, and each variant's measure in one."""
 
     def __init__(self, path=BENCH_CPU):
-        self.doc = read_json(path)
+        self.path, self.doc = path, read_json(path)
         self.groups = {}
         for r in self.doc['results']:
             self.groups.setdefault((r['seq'], r['dtype'], r['dropout'], r['compile']), []).append(r)
@@ -999,7 +1000,7 @@ class Bench:
         the file has several: the page states it once."""
         values = {r[key] for r in self.doc['results']}
         if len(values) != 1:
-            raise SystemExit(f'pages.py: {BENCH_CPU} has several {key}: {sorted(values)}')
+            raise SystemExit(f'pages.py: {self.path} has several {key}: {sorted(values)}')
         return values.pop()
 
     def values(self, key):
@@ -1046,10 +1047,22 @@ class Bench:
         return [f"{r['variant']} ({r['dtype']}, dropout {r['dropout']:g})" for r in self.doc['results'] if 'error' in r]
 
 
+def repeat_spread(b, rep):
+    """How far a second run of the same configurations moved: (the range of its step time over the first's, the
+    largest change of a variant's ratio to softmax, and the variant, dtype and dropout where it was largest)."""
+    cells = [(v, t, d) for t in b.values('dtype') for d in b.values('dropout') for v in b.variants()]
+    times = [rep.ms(*c) / b.ms(*c) for c in cells]
+    moved = max(cells, key=lambda c: abs(rep.vs(*c) - b.vs(*c)))
+    return times, abs(rep.vs(*moved) - b.vs(*moved)), moved
+
+
 def bench_cpu_names():
-    b = Bench()
+    b, rep = Bench(), Bench(BENCH_REPEAT)
     doc = b.doc
-    return dict(b=b, doc=doc, label=report.machine_label(dict(cpu=doc['processor'])), num=num, span=span,
+    if rep.doc['processor'] != doc['processor']:
+        raise SystemExit(f'pages.py: {BENCH_REPEAT} ran on another processor than {BENCH_CPU}: the page compares '
+                         f'two runs on one kind of machine')
+    return dict(b=b, doc=doc, rep=rep, repeat=repeat_spread(b, rep), label=report.machine_label(dict(cpu=doc['processor'])), num=num, span=span,
                 k_of_n=k_of_n, statistics=statistics, cpu=doc['processor'], units=' and '.join(
                     f'`{u}`' for u in doc['processor']['bf16']) or 'none (bf16 is emulated)',
                 F='float32', H='bfloat16', pct=lambda x: f'{100 * x:.0f}%')

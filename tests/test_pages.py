@@ -218,11 +218,26 @@ def test_a_changed_bench_record_changes_the_cpu_page(tmp_path, monkeypatch):
     old = f"| diff | {r['n_params'] / 1e6:.2f}M | {r['ms_per_step']:.1f} |"
     r['ms_per_step'] *= 1.5
     (tmp_path / pages.BENCH_CPU).write_text(json.dumps(doc), encoding='utf-8')
+    shutil.copy(os.path.join(ROOT, pages.BENCH_REPEAT), tmp_path / pages.BENCH_REPEAT)
     monkeypatch.setattr(claims, 'HERE', str(tmp_path))
     after = pages.render('results/bench_cpu.md')
     assert old in before and old not in after
     ratio = r['ms_per_step'] / base['ms_per_step']
     assert f"| {r['ms_per_step']:.1f} | {r['tokens_per_sec']:,.0f} | {ratio:.2f}x |" in after
+
+
+def test_the_cpu_page_gives_the_second_runs_spread():
+    """bench_cpu.md's "Run to run": the range of the repeat's step time over the first's and the largest move of a
+    ratio to softmax, recomputed here from the two records."""
+    a, b = (json.load(open(os.path.join(ROOT, p), encoding='utf-8'))['results']
+            for p in (pages.BENCH_CPU, pages.BENCH_REPEAT))
+    key = lambda r: (r['variant'], r['dtype'], r['dropout'])  # noqa: E731
+    ms_a, ms_b = ({key(r): r['ms_per_step'] for r in x if 'error' not in r} for x in (a, b))
+    over = [ms_b[k] / ms_a[k] for k in ms_a]
+    moved = max(abs(ms_b[k] / ms_b[('softmax',) + k[1:]] - ms_a[k] / ms_a[('softmax',) + k[1:]]) for k in ms_a)
+    text = open(os.path.join(ROOT, 'results/bench_cpu.md'), encoding='utf-8').read()
+    assert f"took {min(over):.2f}-{max(over):.2f} of these step times" in text
+    assert f"by up to {moved:.2f} (" in text
 
 
 def test_a_changed_gpu_check_changes_the_gpu_page(tmp_path, monkeypatch):
