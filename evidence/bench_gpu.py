@@ -547,10 +547,14 @@ def step_queue(ctx):
     held = gpu_queue.checked(gate)
     broken = f"sanity failed at this code ({held[len('failed: '):]}): a person looks first" \
         if held and held.startswith('failed') else None
+    trained = {}  # the dry run: the first job of each shape of launches (dry_shape) trains, the others are checked
     for job in jobs:
         left = until - time.time()
+        same = trained.get(dry_shape(job)) if ctx.dry and job.launches else None
         if broken:
             done.append(dict(job=job.name, status='skipped', estimate_s=job.estimate_s, why=broken))
+        elif same:
+            done.append(dry_checked(job, same))
         elif left < (30 if ctx.dry else job.estimate_s):
             done.append(dict(job=job.name, status='skipped', estimate_s=job.estimate_s,
                              why=f"{left:.0f} s left, its estimate is {job.estimate_s} s"))
@@ -563,16 +567,40 @@ def step_queue(ctx):
                                           check_steps=('env',) if ctx.dry else None,
                                           cut_after=ctx.args.cut_after, extra=DRY_SCHEDULE if ctx.dry else (),
                                           shrink=shrink if ctx.dry else None))
+            if ctx.dry and job.launches:
+                trained.setdefault(dry_shape(job), job.name)
             if job.name == gate.name and done[-1]['status'] != 'done':
                 broken = f"sanity {done[-1]['status']} in this call ({done[-1].get('steps')}): see its log"
         ctx.save(queue=done)
         write_json(os.path.join(ctx.args.out, 'queue.json'), dict(env=ctx.env, jobs=done))
-    ctx.save(status='ok' if all(j['status'] in ('done', 'skipped', 'cut') for j in done) else 'failed')
+    ctx.save(status='ok' if all(j['status'] in ('done', 'skipped', 'cut', 'checked') for j in done) else 'failed')
 
 
 # the dry run of a queue job: two steps a run, tiny, on the CPU (records of the sink's 128 tokens keep their length)
 DRY_SCHEDULE = ('--max_iters=2', '--lr_decay_iters=2', '--eval_interval=2', '--warmup_iters=1', '--n_embd=32',
                 '--n_head=2', '--batch_size=4', '--eval_iters=1', '--device=cpu', '--dtype=float32', '--compile=False')
+
+
+def dry_shape(job):
+    """A job's launches but for their seeds, variants and runs at once: the split parts of one job (seed_pipeline_s1a,
+    s1b, s2a, ...) have one shape, and after shrink() their dry runs would train the same code on another variant or
+    seed."""
+    return tuple((lc.sweep, tuple(kv for kv in lc.env if kv[0] not in ('SEEDS', 'VARIANTS', 'JOBS')), lc.args)
+                 for lc in job.launches)
+
+
+def dry_checked(job, like):
+    """The dry run of a job whose shape an earlier job of this call trained: each launch checked as ablate.sh checks
+    it before a run (sweep.py check: the environment, then every config of every variant, depth and seed with its
+    arguments), none trained."""
+    from sweep import Refused, check
+    try:
+        for lc in job.launches:
+            check(dict(lc.env, SWEEP=lc.sweep), list(lc.args))
+    except Refused as e:
+        return dict(job=job.name, status='failed', estimate_s=job.estimate_s, why=f'sweep.py check: {e}')
+    return dict(job=job.name, status='checked', estimate_s=job.estimate_s, like=like,
+                why=f'dry run: checked, not trained: its launches are those of {like} but for seeds, variants and JOBS')
 
 
 def shrink(launch):
@@ -591,8 +619,9 @@ def shrink(launch):
 
 
 # what a dry run cannot show, said in its results.md: it runs the code, never the GPU's part of it
-ONLY_A_GPU = ("This is a dry run on the CPU: it ran the code of every step, every queue launch through its worker "
-              "processes (worker.py, as on a GPU), the packing of finished runs, a job cut at its budget, collect's "
+ONLY_A_GPU = ("This is a dry run on the CPU: it ran the code of every step, every shape of queue launch through its "
+              "worker processes (worker.py, as on a GPU; another part of a split job is checked as ablate.sh checks "
+              "it, not trained), the packing of finished runs, a job cut at its budget, collect's "
               "refusals and the eager retry after a refused capture (the stand-in for a failed one). Only a GPU shows: "
               "that CUDA graphs capture and replay each model, every time and speed, the estimates of the queue's jobs "
               "and a run's cost inside a worker (in_worker_s, which they assume), several workers at once on one "

@@ -63,8 +63,17 @@ def test_the_queue_dry_run_runs_every_job_and_packs_its_runs_into_one_file(tmp_p
     """bench_gpu.py --next on the CPU: every job of the queue, shrunk to a seed and a variant a launch, runs and comes
     back as one runs.tar.gz (a GPU loan returns at most 8 files, 2 folders down) that collect puts under results/."""
     res = check('--next', '--budget', '1200', out=tmp_path)
-    q = res['steps']['queue']['queue']
-    assert [j['job'] for j in q] == [j.name for j in gpu_queue.pending()] and all(j['status'] == 'done' for j in q), q
+    everything = res['steps']['queue']['queue']
+    assert [j['job'] for j in everything] == [j.name for j in gpu_queue.pending()], everything
+    # the first job of each shape of launches trains (shrunk); a later one of the same shape (another part of a split
+    # job) is checked as ablate.sh checks its launches, naming the job that trained that shape
+    q = [j for j in everything if j['status'] != 'checked']
+    trained = {j['job'] for j in q}
+    assert all(j['status'] == 'done' for j in q), q
+    checked = [j for j in everything if j['status'] == 'checked']
+    assert checked and all(j['like'] in trained for j in checked), checked
+    shapes = {bench_gpu.dry_shape(j) for j in gpu_queue.pending() if j.launches}
+    assert shapes == {bench_gpu.dry_shape(j) for j in gpu_queue.pending() if j.launches and j.name in trained}
     assert all(j['finished'] and not j['unfinished'] for j in q)
     # every run came back from a worker (worker.py's line for each finished run, which in_worker_s counts)
     assert all(j['in_worker_s']['n'] == len(j['finished']) for j in q if not j.get('steps')), q
@@ -447,3 +456,17 @@ def test_bench_gpu_md_shows_the_queue_as_the_code_has_it():
     page = open(os.path.join(ROOT, 'results', 'bench_gpu.md')).read()
     assert bench_gpu.queue_table() in page, 'paste `python evidence/bench_gpu.py --queue-table` into results/bench_gpu.md'
     assert 'a fifteenth' not in open(os.path.join(ROOT, 'evidence', 'gpu_queue.py')).read()
+
+
+def test_a_part_the_dry_run_checks_instead_of_training_fails_on_a_broken_launch():
+    """The dry run checks, not trains, a later part of a split job (bench_gpu.dry_checked): a part whose launch names
+    a variant without a config fails there, naming sweep.py's refusal, as ablate.sh would refuse it on a GPU."""
+    job = tiny_job()
+    ok = bench_gpu.dry_checked(job, 'tiny')
+    assert ok['status'] == 'checked' and ok['like'] == 'tiny', ok
+    bad = gpu_queue.Job('tiny_b', 'a test', 60, tuple(
+        gpu_queue.Launch(lc.sweep, tuple(kv if kv[0] != 'VARIANTS' else ('VARIANTS', 'no_such_variant')
+                                         for kv in lc.env), lc.args) for lc in job.launches))
+    assert bench_gpu.dry_shape(bad) == bench_gpu.dry_shape(job)  # the same shape: the dry run would only check it
+    out = bench_gpu.dry_checked(bad, 'tiny')
+    assert out['status'] == 'failed' and "sweep.py check: VARIANTS has 'no_such_variant'" in out['why'], out
