@@ -203,8 +203,8 @@ def rank0_dtype(dtype):
 def torchrun(argv=None):
     """torchrun (torch.distributed.run), whose Ctrl-C ends as a stopped run's does: exit status 128 + the signal
     (130 for SIGINT, 143 for SIGTERM) and one line, where torchrun itself exits 1 with its SignalException's traceback.
-    The stop is torchrun's: it passes the signal to each worker (they run in sessions of their own, so the terminal's
-    Ctrl-C reaches torchrun alone), each saves its checkpoint (StopSignal) and exits 130, and torchrun waits
+    The stop is torchrun's: it passes the signal to each worker (they run under setsid, outside its process group, so
+    the terminal's Ctrl-C reaches torchrun alone), each saves its checkpoint (StopSignal) and exits 130, and torchrun waits
     --shutdown_timeout seconds (30 by default) for them before a SIGKILL."""
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.run import main

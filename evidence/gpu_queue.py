@@ -454,7 +454,7 @@ def descendants(pids):
 
 def kill_all(procs, more=()):
     """SIGKILL to each process's group and to the processes in more (a process that left its group, a step of a
-    nested check in a session of its own): nothing of them is left."""
+    nested check under setsid): nothing of them is left."""
     for p in procs:
         try:
             os.killpg(p.pid, signal.SIGKILL)

@@ -266,7 +266,7 @@ def test_the_queue_skips_the_runs_results_holds():
 
 
 # what a launch starts, as a test's stand-in: a shell that ignores TERM (a run that does not stop), its child, and a
-# grandchild in a session of its own (outside the launch's group: only the process tree finds it)
+# grandchild under setsid (outside the launch's process group: only the process tree finds it)
 STUBBORN = ("trap '' TERM INT; sleep 600 & echo $! >> {pids}; setsid sleep 600 & echo $! >> {pids}; echo $$ >> {pids}; "
             "while :; do wait; done")
 WAITER = """import os, subprocess, sys, time
@@ -285,8 +285,8 @@ print(gpu_queue.wait_all([p], time.monotonic() + {after}, grace=1), flush=True)
 def test_a_stopped_launch_leaves_no_process_behind(tmp_path, how):
     """gpu_queue.wait_all at its deadline, or when the process that waits (a queue step) gets a SIGTERM: a TERM to each
     launch's group, and `grace` seconds later a KILL to whatever is left of it and of everything it started, a process
-    in a session of its own included (before: a TERM only, and a waiter killed by its own TERM left its launches
-    running, each in a session of its own)."""
+    under setsid included (before: a TERM only, and a waiter killed by its own TERM left its launches running, each
+    under setsid)."""
     pids = tmp_path / 'pids'
     code = WAITER.format(root=ROOT, cmd=STUBBORN.format(pids=pids), pids=str(pids),
                          after=0 if how == 'deadline' else 600)
@@ -377,7 +377,7 @@ def test_a_loan_runs_one_commit_from_a_clean_checkout_and_writes_outside_the_tre
 
 def test_a_stopped_loan_leaves_no_process_behind(tmp_path):
     """A SIGTERM to loan.sh run: its command gets the TERM, and LOAN_GRACE seconds later everything the loan started
-    and is left (here a command that ignores TERM, its child, and a grandchild in a session of its own) is killed."""
+    and is left (here a command that ignores TERM, its child, and a grandchild under setsid) is killed."""
     repo = loan_repo(tmp_path)
     assert loan(repo, 'pack').returncode == 0
     pids = tmp_path / 'pids'

@@ -138,10 +138,10 @@ def trained_steps(out):
 
 @pytest.mark.parametrize('moment', ['starting', 'first eval', 'training'])
 def test_ctrl_c_to_the_launcher_stops_with_130_at_any_moment(tmp_path, moment):
-    """Ctrl-C reaches the launcher alone (torchrun starts its workers in sessions of their own). At three moments of
-    a run (while torchrun starts its workers, once the step-0 evaluation has begun, once it trains) the launcher
-    exits 130 with one line, no traceback (torchrun itself exits 1 with one), and either a checkpoint of a trained
-    step is saved or no step had finished."""
+    """Ctrl-C reaches the launcher alone (torchrun starts its workers under setsid, outside its process group). At
+    three moments of a run (while torchrun starts its workers, once the step-0 evaluation has begun, once it trains)
+    the launcher exits 130 with one line, no traceback (torchrun itself exits 1 with one), and either a checkpoint of
+    a trained step is saved or no step had finished."""
     out = tmp_path / 'o'
     p = endless_run(LAUNCHER, out, log_interval=1)
     ready = {'starting': lambda: time.time() - t0 > 1, 'first eval': lambda: (out / 'log.jsonl').exists(),
