@@ -177,7 +177,9 @@ STEP_SHARE = 0.607  # the steps' share of such a run, from its floor: 5000 x 0.6
 #                     ms of evaluation (results/gpu_check/2026-11-26_h200_09c4cb4, the floor step)
 STEP_S = STEP_SHARE * RUN_S / 5000  # a 3-layer training step: 3.05 ms
 EVAL_S = (1 - STEP_SHARE) * RUN_S / 8400  # a 3-layer eval batch: 1.18 ms
-DEPTH = {'3L': 1.0, '6L': 1.9, '8L': 2.6}  # a step's bytes over 3L's (results/bench_gpu.md's floor of every cell)
+# a step's bytes over 3L's: the floor of every cell as a hand-typed bench_gpu.md gave it (`git show
+# 25bc2ad:results/bench_gpu.md`, "The queue"); no committed record holds 6L's or 8L's floor, so a loan's runs re-price it
+DEPTH = {'3L': 1.0, '6L': 1.9, '8L': 2.6}
 # the leak cells, measured a process a run (H200, 6cb9fa0): 260.6 s for 81 runs of 500 steps and 240 eval batches,
 # 18 at once (n = 5): G = 260.6 - START - 5 x PROCESS, 1.37 x what STEP_S and EVAL_S give those steps (the masking
 # bugs' naive attention in 4 of the 6 sweeps, dropout 0.2, 18 processes at once): LEAK_RATE, for zero_future's runs
