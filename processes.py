@@ -46,13 +46,14 @@ class StopNow(BaseException):
 class StopSignal:
     """Ctrl-C or SIGTERM. Before the run's first step (start-up: data, model, causality check, compilation, the first
     evaluation) there is nothing new to save, so a signal stops the run at once, wherever it is (StopNow). From the
-    first step on, the first one asks the run to stop at the end of the current step (or evaluation batch) and save a
-    checkpoint; a second Ctrl-C stops at once. Installed first thing in main(), so no signal is lost; a context
+    first step on (under DDP from the training loop's start: StopVote), the first one asks the run to stop at the end
+    of the current step (or evaluation batch) and save a checkpoint; a second Ctrl-C stops at once. Installed first thing in main(), so no signal is lost; a context
     manager, so the previous handlers come back when the run returns."""
 
     def __enter__(self):
         self.requested = False
-        self.trained = False  # set by the loop after this process's first step
+        self.deferred = False  # a stop waits for the loop's next poll: set after the first step (StopVote: under DDP,
+        #                        from the loop's start)
         self.previous = {sig: signal.signal(sig, self.handle) for sig in (signal.SIGINT, signal.SIGTERM)}
         return self
 
@@ -62,7 +63,7 @@ class StopSignal:
 
     def handle(self, signum, frame):
         name = signal.Signals(signum).name
-        if not self.trained:
+        if not self.deferred:
             raise StopNow(f"{name} received before the first step: stopped; no step had finished, so nothing was saved")
         if self.requested and signum == signal.SIGINT:
             raise KeyboardInterrupt
@@ -84,6 +85,9 @@ class StopVote:
         self.signal, self.ddp, self.pending = signal_, env.ddp, None
         if self.ddp:
             self.group = dist.new_group(backend='gloo')
+            # from here every rank stops by the vote, before its first step too: a rank that stopped at once (StopNow)
+            # while another had finished its first step would leave that one in the step's all-reduce
+            signal_.deferred = True
 
     def poll(self):
         if not self.ddp:

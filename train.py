@@ -209,7 +209,7 @@ def train(cfg, env, state, log, clock, data, stop):
                 check_finite(cfg, env, state, weights=True)
                 master_first(env, lambda: save_checkpoint(cfg, state, log))
         loss_sum = train_step(cfg, env, state, data[0])
-        stop.signal.trained = True  # a stop from here on saves a checkpoint first
+        stop.signal.deferred = True  # a stop from here on saves a checkpoint first
         clock.step()
         log.step()
         log.progress('iteration', state.iter_num, cfg['max_iters'])

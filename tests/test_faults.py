@@ -160,6 +160,39 @@ def test_ctrl_c_to_the_launcher_stops_with_130_at_any_moment(tmp_path, moment):
         assert moment != 'training' and not trained_steps(out), output
 
 
+RANK1_SLOW_FIRST_STEP = '''
+import time
+step = train.train_step
+def slow_first_step(cfg, env, state, data):
+    out = step(cfg, env, state, data)
+    if env.rank == 1 and state.iter_num == 1:  # rank 1 has trained its first step but not yet said so to its handler
+        open(os.environ['MARK'], 'w').close()
+        time.sleep(4)
+    return out
+train.train_step = slow_first_step
+'''
+
+
+def test_a_stop_between_two_ranks_first_steps_is_agreed_not_half_taken(tmp_path):
+    """A stop that reaches rank 0 after its first step and rank 1 just before it counts that step: rank 1 alone
+    stopping at once (nothing to save, by its own count) would leave rank 0 in the next all-reduce, which ends in a
+    gloo error. Under DDP the stop is the ranks' vote from the loop's start, so both stop at the same step, saved."""
+    out, mark = tmp_path / 'o', tmp_path / 'mark'
+    p = subprocess.Popen([*LAUNCHER, stub(tmp_path, RANK1_SLOW_FIRST_STEP), *TINY, f'--out_dir={out}',
+                          '--max_iters=1000000', '--eval_interval=1000000', '--log_interval=1',
+                          '--gradient_accumulation_steps=2'],
+                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         env=dict(ENV1, PYTHONUNBUFFERED='1', MARK=str(mark)))
+    deadline = time.time() + 180
+    while time.time() < deadline and p.poll() is None and not mark.exists():
+        time.sleep(0.1)
+    p.send_signal(signal.SIGINT)
+    output = p.communicate(timeout=120)[0]
+    assert p.returncode == 130 and 'Traceback' not in output and 'before the first step' not in output, output
+    _, ckpt = load_checkpoint(str(out / 'ckpt.pt'))
+    assert ckpt['iter_num'] >= 1, output
+
+
 # --- 3. an error on rank 0 alone: every rank leaves with one message
 
 RECORD_ERRORS = '''
