@@ -553,6 +553,11 @@ def main(argv):
                 finish(cfg, env, state, log, clock, stopped)
             finally:
                 stop.close()
+        except RuntimeError as e:  # a collective's error: under DDP, after a stop, a peer that stopped at once (StopNow)
+            if stop_signal.requested and int(os.environ.get('WORLD_SIZE', 1)) > 1:
+                raise StopNow(f"stopped: another rank took the same signal before its first step and left the "
+                              f"collective this rank was in ({type(e).__name__}); this rank saved nothing new") from None
+            raise
         finally:
             if run_dir is not None:
                 run_dir.close()
