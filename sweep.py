@@ -34,34 +34,15 @@ from contextlib import redirect_stdout
 from dataclasses import dataclass
 
 from output import duration
+from variants import LABELS, PREFIXES, VARIANTS as VARIANT_TABLE
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 # ----------------------------------------------------------------------------- the variants
 
-# Every variant once, for ablate.sh and report.py: its configs are configs/<name>_<depth>.py, its runs
-# <name>_<depth>_s<seed>; its label in results.md; a column of the seed notes' table (True, in the seed's order) or
-# one of ours (after them). A new variant: a row here, its configs, and its comparisons in PAIRS; the other places
-# (model.py, its tests, docs/config.md) are in docs/adding_a_variant.md, and tests/test_docs.py checks them.
-VARIANTS = [
-    # name                 label                     the seed's
-    ('nanogpt',            'nanogpt',                True),
-    ('diff',               'gpt+Diff',               True),
-    ('sym',                'gpt+Sym',                True),
-    ('diff_sym',           'gpt+Diff+Sym',           True),
-    ('norm_sym',           'Norm+Sym',               True),
-    ('sym_noself',         'Sym, no self',           False),
-    ('gated',              'Gated (G1)',             False),
-    ('gated_headwise',     'Gated (G1, headwise)',   False),
-    ('softmax1',           'Softmax-1',              False),
-    ('diff_gated',         'Diff+Gated',             False),
-    ('orthoadam',          'OrthoAdam',              False),
-    ('softmax1_orthoadam', 'Softmax-1 + OrthoAdam',  False),
-]
-# the same variants in other settings, named <prefix><name> and labelled <label prefix><label>: ARCH=llama (the Diff
-# paper's RMSNorm/SwiGLU/RoPE layer), PROFILE=sink (bb_: Bigram-Backcopy), PROFILE=retrieval (nd_: needles with
-# distractors) and the Python-source corpus (pc_: data/pycode, configs/base_pycode.py)
-PREFIXES = {'llama_': 'llama ', 'bb_': 'BB ', 'nd_': 'ND ', 'pc_': 'PC '}
+# The variants are variants.py's table (name, label, flags, the seed's column); here as the (name, label, seed's)
+# rows report.py reads. A new variant's comparisons go in PAIRS.
+VARIANTS = [(name, v['label'], v['seed']) for name, v in VARIANT_TABLE.items()]
 # (reference A, variant B): the gaps B - A that the claims are about, in the order results.md lists them, by measure
 PAIRS = dict(
     loss=[('nanogpt', 'diff'), ('sym', 'diff_sym'), ('sym', 'norm_sym'), ('nanogpt', 'sym'), ('nanogpt', 'gated'),
@@ -82,9 +63,6 @@ def with_prefixes(items):
         return tuple(p + x for x in v) if isinstance(v, tuple) else p + v
     return list(items) + [add(p, v) for p in PREFIXES for v in items]
 
-
-LABELS = {name: label for name, label, _ in VARIANTS}
-LABELS.update({p + v: lp + label for p, lp in PREFIXES.items() for v, label in list(LABELS.items())})
 
 # ----------------------------------------------------------------------------- the profiles
 
