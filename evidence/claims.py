@@ -98,6 +98,24 @@ NEEDS = dict(
 )
 
 
+# The gate and the learning rate (004; issue 65), fixed on 2026-12-02 at 00:50 UTC, after its runs had started
+# (a sweep at a570e70, started at 00:46 UTC) and before any of their losses was read. Setting: PROFILE=cpu_long's
+# 3-layer Shakespeare model, nanogpt against gated (G1 elementwise), seeds 1-3; only --learning_rate changes (the
+# profile's 1e-3, then 3e-3, 1e-2, 3e-2), with the profile's warmup (50 steps), min_lr (1e-4) and clipping (1.0):
+# the gated paper raised the maximum learning rate alone. The measures:
+# - DIVERGED: a run diverged where its loss went non-finite (train.py then stops with "non-finite training loss" in
+#   its train.log and leaves FAILED, no summary.json), or where its final val loss is above its own iteration-0 val
+#   loss (it ended worse than where it started). Why: the note's "the baseline stopped converging".
+# - SPIKE: a logged training loss (every log_interval = 10 steps) above SPIKE_RATIO times the median of the
+#   SPIKE_WINDOW logged losses before it (the previous 50 steps), counted from the first log step that has a full
+#   window. Why: the note's "nearly eliminates loss spikes"; a median of the recent window ignores the descent's
+#   slope, and 1.5x is far above the step-to-step noise of a 32 x 256 batch.
+# - the claim's rows: gated - nanogpt final val loss at each of the two highest rates, paired by seed; the highest
+#   rate at which each variant trains without diverging in every seed; the spike count, gated - nanogpt, paired by
+#   seed at each rate. Their Holm family is the claim's own rows, named in the rows' list.
+LR_RATES = ('1e-3', '3e-3', '1e-2', '3e-2')
+SPIKE_RATIO, SPIKE_WINDOW = 1.5, 5
+
 # What each selecting measure and precondition selects, and why: fixed here, before any further run. These were
 # chosen after Bigram-Backcopy's seeds 1-5 had been seen (results/sink_cpu.md), so each row that selects a layer or
 # drops seeds by a precondition is shown beside its unselected twin: the same comparison over all layers (TWIN: a
