@@ -22,6 +22,30 @@ def find_runs(roots=('out', 'runs')):
     return sorted(found)
 
 
+def missing_hint(path):
+    """What to pass instead of a checkpoint path that does not exist: the other checkpoints of its own folder, else
+    the run folders with a ckpt.pt (never the folder given, which has no such file)."""
+    folder = os.path.dirname(path) or '.'
+    beside = sorted(p for p in glob.glob(os.path.join(folder, '*.pt')) if os.path.abspath(p) != os.path.abspath(path))
+    if beside:
+        return f"{folder} holds " + ', '.join(beside) + ': pass one with --ckpt'
+    runs = [r for r in find_runs() if os.path.abspath(r) != os.path.abspath(folder)]
+    if runs:
+        return ('run folders with a checkpoint: ' + ', '.join(runs[:8]) + (' ...' if len(runs) > 8 else '') +
+                '; pass one with --out_dir')
+    return 'train one first: python train.py configs/diff_sym_6L.py'
+
+
+def describe(path, ckpt):
+    """One line on what was loaded: the file, what it holds, its iteration and val loss."""
+    what = 'the weights of the lowest val loss' if os.path.basename(path) == 'best.pt' else 'the last saved state'
+    val = (ckpt.get('last_eval') or {}).get('val_loss')
+    if os.path.basename(path) == 'best.pt' or val is None:
+        val = ckpt.get('best_val_loss')
+    val = f", val loss {val:.4f}" if isinstance(val, float) and val < float('inf') else ', not yet evaluated'
+    return f"sampling {path} ({what}): iteration {ckpt.get('iter_num', '?')}{val}"
+
+
 def tokenizer(ckpt):
     """(encode, decode, unknown): how this model's tokens map to text. Checkpoints carry it (train.py stores the
     dataset's meta.json part that decodes); older ones fall back to the dataset's meta.json, here."""
@@ -62,16 +86,17 @@ def main():
                     'trained to read the next token, not predict it, so its text is noise)')
     add_device_args(ap)
     args = ap.parse_args()
-    if not args.temperature > 0 or args.top_k < 0 or args.num_samples < 1 or args.max_new_tokens < 0:
-        ap.error("--temperature must be > 0 (for greedy decoding, --top_k=1), --top_k >= 0, --num_samples >= 1 and "
-                 "--max_new_tokens >= 0")
+    for bad, why in ((not args.temperature > 0, f"--temperature must be > 0, not {args.temperature:g} (greedy "
+                                                "decoding is top_k=1)"),
+                     (args.top_k < 0, f"--top_k must be >= 0 (0: every token), not {args.top_k}"),
+                     (args.num_samples < 1, f"--num_samples must be >= 1, not {args.num_samples}"),
+                     (args.max_new_tokens < 0, f"--max_new_tokens must be >= 0, not {args.max_new_tokens}")):
+        if bad:
+            ap.error(why)  # the one bound that failed
 
     path = args.ckpt or os.path.join(args.out_dir, 'ckpt.pt')
     if not os.path.isfile(path):
-        runs = find_runs()
-        hint = ('run folders with a checkpoint: ' + ', '.join(runs[:8]) + (' ...' if len(runs) > 8 else '') +
-                '; pass one with --out_dir') if runs else 'train one first: python train.py configs/diff_sym_6L.py'
-        raise SystemExit(f"error: no checkpoint at {path}; {hint}")
+        raise SystemExit(f"error: no checkpoint at {path}; {missing_hint(path)}")
     try:
         device, device_type, dtype = device_and_dtype(args)
         model, ckpt = load_checkpoint(path, device)
@@ -81,6 +106,7 @@ def main():
         raise SystemExit(f"error: {path} is a causal=False model: its attention saw the next token in training, so "
                          f"it never learned to predict one, and sampling it gives noise. Pass --allow_noncausal to "
                          f"see that anyway")
+    print(describe(path, ckpt), file=sys.stderr)  # stderr: stdout is the samples alone
     model.eval()
     torch.manual_seed(args.seed)
     encode, decode, unknown_of = tokenizer(ckpt)
