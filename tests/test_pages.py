@@ -138,7 +138,7 @@ def test_seed_table_cites_the_seed_not_the_runs():
     notes = open(os.path.join(ROOT, 'docs', 'seed_notes.md'), encoding='utf-8').read()
     ours = pages.seed_table().split('\n')[2:]
     assert all(f"{row.split(' | ', 1)[1].replace('  ', ' ')}" in notes for row in ours), ours
-    lam = {int(m[0]): m[1:] for m in re.findall(r'^\| (\d) \| ' + r' \| '.join([r'([\d.]+)'] * 8) + r' \|$', notes, re.M)}
+    lam = {int(m[0]): m[1:] for m in re.findall(r'^> \| (\d) \| ' + r' \| '.join([r'([\d.]+)'] * 8) + r' \|$', notes, re.M)}
     assert sorted(lam) == [1, 2, 3, 4, 5, 6]
     for col, v in ((3, 'diff'), (7, 'diff_sym')):
         assert [float(lam[layer][col]) for layer in range(1, 7)] == pages.SEED_LAMBDA[v]
