@@ -259,6 +259,16 @@ def test_the_lint_passes_settings_splits_and_citations():
     assert typed_results('p is rounded: 0.1999968', NOT_RESULTS['docs/details.md']) != []
 
 
+@pytest.mark.parametrize('page', TEMPLATES)
+def test_a_template_types_no_decimal(page):
+    """A template's prose states no number at all (its numbers are its tables): a bare decimal typed into it, with
+    no metric word beside it, is caught too."""
+    decimals = lambda text: re.findall(r'(?<![\w.])\d+\.\d+', prose(text, page))  # noqa: E731
+    text = read(page)
+    assert decimals(text) == [], page
+    assert decimals(text + '\nThe gap is 0.35 here.\n') == ['0.35']
+
+
 def test_a_templates_numbers_are_tables_on_lines_of_their_own():
     """Every {{ field }} of a template is a line of its own, so a template's prose states no rendered number either:
     the numbers of a rendered page are in its tables."""
