@@ -5,6 +5,7 @@ analyze.py's pages of a folder's runs), or a prose page named in PROSE with its 
 of typed results.
 analyze.py's pages are checked here: each is its render, a hand-edited digit fails --check, and a changed run file
 changes the page. Reads files only: no training."""
+import glob
 import json
 import os
 import re
@@ -105,24 +106,50 @@ def test_a_new_page_fails_with_how_to_fix_it():
     assert unclassified(['docs/details.md', 'results/claims.md', 'results/shakespeare_cpu_long/results.md']) == []
 
 
-# ----------------------------------------------------------------------------- the lint of the prose pages
+# ----------------------------------------------------------------------------- the lint of the prose
 
-WORD_NUMBERS = 'zero|no|none|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve'
-COUNT = rf'(?:\d+|{WORD_NUMBERS})'
-RUNS = r'(?:seeds|runs|variants|models|cells)'  # what a count of results counts
-# What a typed result looks like in prose. A page's own numbers that match but are not results (a formula's value,
-# a citation) go in NOT_RESULTS with where they come from
+# Every text a reader takes for prose that states no result: the prose pages above, and the templates of the rendered
+# pages outside their {{ fields }} (a template's numbers are its fields, each a table on a line of its own)
+TEMPLATES = sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, 'evidence', 'pages', '*.in')))
+# Pages whose numbers are quotes (of the seed notes, of papers): their quotes stand in quote blocks ('> '), which the
+# lint leaves alone there; anything else on them is linted as on any page
+CITATIONS = {'docs/seed_notes.md', 'docs/anchors.md'}
+
+NUM = r'[−+-]?\d+(?:\.\d+)?'
+WORDS = ('two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty|forty|fifty|sixty|seventy|'
+         'eighty|ninety|hundred')
+COUNT = rf'(?:\d+|{WORDS}|one|no|none|zero)'
+UNITS = r'(?:seeds?|runs?|variants?|models?|cells?|trials?)'
+METRIC = (r'(?:val(?:idation)?(?: loss)?|train(?:ing)?(?: step)? loss|loss(?:es)?|perplexity|ppl|accuracy|kurtosis|'
+          r'MFU|TFLOP/s|tokens/s|first-token attention|λ_full|lambda_full|answer share|p)')
+# What a typed result looks like in prose, in every form the audit of issue 62 typed one
 TYPED = {
-    'a decimal with 3 or more digits after the point (a loss, a metric)': r'(?<![\w.])[−-]?\d+\.\d{3,}',
-    'a number after a loss or metric word': r'\b(?:loss(?:es)?|val|perplexity|ppl|accuracy|kurtosis|MFU|TFLOP/s|'
-                                            r'tokens/s)(?: of| at| near| to| is| =)? ?[−-]?\d+(?:\.\d+)?',
-    'a range of decimals (a spread over runs)': r'(?<![\w.])\d+\.\d+ ?[–-] ?\d+\.\d+',
-    'a percentage of runs': rf'\d+(?:\.\d+)?% of (?:the )?(?:\w+ )?{RUNS}\b',
-    'k of n': rf'\b\d+ of \d+\b|\b{COUNT} of (?:the )?{COUNT} {RUNS}\b',
-    'every / all seeds or runs': rf'\b(?:in|for|across|on|of) (?:every|each|all(?: the)?) (?:{COUNT} )?'
-                                 rf'(?:seeds?|runs?)\b(?! folder)|\ball (?:the )?{COUNT} {RUNS}\b',
+    'a number beside a metric word': (
+        rf'\b{METRIC}(?: (?:of|at|is|=|near|to|below|above|under|over|about|around|reaches|ends at|falls to|rises to|'
+        rf'stays at|was|were|went to)| ?[=<>≈~])? ?{NUM}(?!\w|\.\d)'
+        rf'|(?<![\w.]){NUM} ?(?:ms(?:/step)?|tokens/s|TFLOP/s|GB/s|TB/s|s/step|MFU|(?:val(?:idation)? |train(?:ing)? )?loss)\b'),
+    'a decimal with 3 or more digits after the point (a loss, a metric)': r'(?<![\w.])[−+-]?\d+\.\d{3,}',
+    'a ratio': (rf'(?<![\w.]){NUM} ?[x×](?![\w])(?! ?\d)'
+                rf'|\b(?:\d+(?:\.\d+)?|{WORDS}|one and a half) times (?:as|slower|faster|larger|smaller|more|less|'
+                rf'higher|lower|longer|shorter|the)\b|\b(?:twice|thrice|half) as\b'),
+    'a percentage': rf'{NUM} ?%|\b(?:\d+(?:\.\d+)?|{WORDS})(?:[ -](?:one|two|three|four|five|six|seven|eight|nine))? ?'
+                    r'per ?cent\b',
+    'a range': (r'(?<![\w.])[−+]?\d+\.\d+ ?(?:[–-]|to) ?[−+-]?\d+(?:\.\d+)?(?!\w|\.\d)'
+                r'|(?<![\w.])[−+]?\d+ ?(?:[–-]|to) ?[−+-]?\d+\.\d+(?!\w|\.\d)'
+                rf'|\b(?:between|from) {NUM} (?:and|to) {NUM}(?!\w|\.\d)|\bseeds? \d+ ?[–-] ?\d+'),
+    'a count of seeds or runs': (
+        rf'\b{COUNT} (?:out )?of (?:the |its |their )?(?:{COUNT} )?{UNITS}\b|(?<![\w.])\d+ of \d+(?!\w|\.\d)'
+        rf'|\b(?:each|every|all|both) of the {COUNT} {UNITS}\b'
+        rf'|\b(?:in|for|across|on|of|over) (?:every|each|all(?: the)?) (?:{COUNT} )?(?:seeds?|runs?)\b(?! folder)'
+        rf'|\ball (?:the )?{COUNT} {UNITS}\b|\b(?:in|on|for|over|across|with|from) {COUNT} (?:of (?:the|its) )?'
+        rf'(?:seeds|runs)\b'),
+    'a table row': r'^ {0,3}\|.*(?:\d\.\d|±|%).*\|\s*$',  # a row with a decimal, a ± or a percentage
 }
-COUNTS_ONLY = ('k of n', 'every / all seeds or runs', 'a percentage of runs')
+
+# Numbers and phrases a prose page states that the lint would take for results, each with where it comes from; a
+# formula's value is computed here, so that a changed formula or a mistyped digit fails. A match passes only where
+# every number in it is allowed (so a range whose first number is allowed still fails on its second)
+ALLOWED = {'95%': 'the confidence level of every interval (report.py), a setting, not a result'}
 
 
 def uniform_first_token(T):
@@ -131,82 +158,124 @@ def uniform_first_token(T):
     return sum(1 / (t + 1) for t in range(1, T)) / (T - 1)
 
 
-# Numbers a prose page states that the lint would take for results, each with where it comes from; a formula's
-# value is computed here, so that a changed formula or a mistyped digit fails
 NOT_RESULTS = {
     'docs/details.md': {
         f'{round(0.2 * 2 ** 16) / 2 ** 16:.7f}': "dropout's p = 0.2 rounded to a multiple of 2^-16 (model.Dropout)",
         f'{uniform_first_token(256):.3f}': "uniform weights' first-token attention at T = 256 under the causal mask",
-        '0.08': "the seed notes' 6-layer val losses (docs/seed_notes.md)",
     },
 }
 
 
-def prose(text):
-    """The text a reader takes for prose: without code blocks, `code` (which may run over a line break) and the
-    block claims.py renders in README's "What we found"."""
-    for pattern in (r'<!-- findings:start -->.*?<!-- findings:end -->', r'```.*?```', r'`[^`]*`'):
-        text = re.sub(pattern, lambda m: '\n' * m[0].count('\n'), text, flags=re.S)  # the lines keep their numbers
+def prose(text, page=''):
+    """The text a reader takes for prose: without code blocks, `code` (which may run over a line break), HTML
+    comments, a template's {{ fields }}, the block claims.py renders in README's "What we found", and, on a citation
+    page, its quote blocks. The lines keep their numbers."""
+    if page in CITATIONS:
+        text = re.sub(r'^>.*$', '', text, flags=re.M)
+    for pattern in (r'<!-- findings:start -->.*?<!-- findings:end -->', r'```.*?```', r'<!--.*?-->', r'\{\{.*?\}\}',
+                    r'`[^`]*`'):
+        text = re.sub(pattern, lambda m: '\n' * m[0].count('\n'), text, flags=re.S)
     return text
 
 
-def typed_results(text, allowed=(), kinds=tuple(TYPED)):
-    """(line, kind, match) of each pattern of TYPED in the prose of text, but for the allowed numbers.
-
-    It catches: a decimal with three or more digits after the point (val 0.014, 0.437 TFLOP/s); a range of decimals
-    (1.96-2.33); a number right after a loss or metric word (val 0.35, MFU of 139%); a percentage of runs (40% of
-    seeds); "k of n" counts (5 of 5, or in words before what they count: none of three variants); "in every seed",
-    "across all runs", "all 3 seeds". Not: config values (lr 3e-4, 5000 steps, dropout 0.2), a percentage of a split
-    or of heads (the last 10%, Kaul et al.'s 98% of heads), or anything in `code` or a code block."""
-    found, text = [], prose(text)
-    for kind in kinds:
-        for m in re.finditer(TYPED[kind], text, re.I):
-            number = re.search(r'[−-]?\d+(?:\.\d+)?', m[0])
-            if number is None or number[0] not in allowed:
-                found.append((text.count('\n', 0, m.start()) + 1, kind, m[0]))
+def typed_results(text, allowed=(), page=''):
+    """(line, kind, match) of each form of TYPED in the prose of text, but for matches whose every number (or the
+    whole match) is allowed."""
+    found, text = [], prose(text, page)
+    allowed = set(allowed) | set(ALLOWED)
+    for kind, pattern in TYPED.items():
+        for m in re.finditer(pattern, text, re.I | re.M):
+            numbers = re.findall(r'[−+-]?\d+(?:\.\d+)?%?', m[0])
+            ok = m[0] in allowed or (numbers and all(n in allowed or n.lstrip('−+-') in allowed for n in numbers))
+            if not ok:
+                found.append((text.count('\n', 0, m.start()) + 1, kind, m[0].strip()))
     return sorted(found)
 
 
-@pytest.mark.parametrize('page', sorted(PROSE))
-def test_prose_pages_type_no_results(page):
+def read(page):
     with open(os.path.join(ROOT, page), encoding='utf-8') as f:
-        text = f.read()
+        return f.read()
+
+
+@pytest.mark.parametrize('page', sorted(PROSE) + TEMPLATES)
+def test_prose_types_no_result(page):
+    text = read(page)
     if page == 'README.md':
         assert text.count('<!-- findings:start -->') == 1 and text.count('<!-- findings:end -->') == 1
-    found = typed_results(text, NOT_RESULTS.get(page, {}), COUNTS_ONLY if page in CITATIONS else tuple(TYPED))
+    found = typed_results(text, NOT_RESULTS.get(page, {}), page)
     assert not found, (f'{page} types what looks like a result of runs: '
                        + '; '.join(f'line {line}: {what!r} ({kind})' for line, kind, what in found)
-                       + '. Move it to a rendered page and point there, or, where it is a formula, a setting or a '
-                         'citation, add it to NOT_RESULTS with where it comes from')
+                       + '. Render it from the runs (a table of evidence/pages.py) and point there, or, where it is '
+                         'a formula or a citation, add it to NOT_RESULTS with where it comes from (a quote on '
+                         'docs/seed_notes.md or docs/anchors.md goes in a quote block)')
 
 
-@pytest.mark.parametrize('typed', ['nanogpt, Diff and Sym fall to val 0.014 within 300 steps',
-                                   'Norm+Sym is the worst (val 1.63)', 'a peak of 0.437 TFLOP/s',
-                                   'the causal row ends at 1.96–2.33',
-                                   'every later run logged an MFU of 139%', 'a sink in 5 of 5 seeds',
-                                   'none of three variants copies', 'it holds in every seed',
-                                   'the gap is negative across all runs', 'all 3 seeds agree',
-                                   'the copy is found in 40% of runs'])
-def test_the_lint_catches_a_typed_result(typed):
-    """A typed result put back into details.md's text is caught; the same words in `code` are not."""
-    with open(os.path.join(ROOT, 'docs', 'details.md'), encoding='utf-8') as f:
-        text = f.read()
-    at = text.index('\n\n## Sweeps')
-    allowed = NOT_RESULTS['docs/details.md']
-    assert typed_results(text, allowed) == []
-    found = typed_results(text[:at] + f' {typed}.' + text[at:], allowed)
-    assert found and found[0][0] == text.count('\n', 0, at) + 1
-    assert typed_results(text[:at] + f' `{typed}`.' + text[at:], allowed) == []
+# Results typed in each form the audit typed them, every one of which passed the lint before issue 62
+INSERTED = {
+    'a number beside a metric word': ['nanogpt, Diff and Sym fall to val 0.35 within a few hundred steps',
+                                      'Norm+Sym is the worst (val loss 1.63)', 'a peak of 0.43 TFLOP/s',
+                                      'its accuracy is 0.61'],
+    'a decimal with 3 or more digits after the point (a loss, a metric)': ['the baseline ends at 1.988'],
+    'a ratio': ['Diff trained 1.7x slower in bf16', 'the gated step is 1.66× the baseline\'s',
+                'Diff is three times slower', 'Softmax-1 is twice as fast'],
+    'a percentage': ['softmax-1 lowers first-token attention by 84%', 'the sink falls 95 percent',
+                     'a change of −90% in kurtosis', 'a sink in ninety-five percent of the heads'],
+    'a range': ['the causal row ends at 1.96–2.33', 'Diff+Sym sits between 0.2 and 0.9',
+                'in seeds 1-5 the sink stays'],
+    'a count of seeds or runs': ['softmax-1 still has a sink in four out of five seeds', 'each of the seven seeds agree',
+                                 'a sink in 5 of 7 seeds', 'it holds in every seed', 'all three runs agree',
+                                 'the gate empties it in 2 seeds'],
+    'a table row': ['\n\n| nanogpt | 1.66 | 0.4 |\n\n'],
+}
+
+
+@pytest.mark.parametrize('form', list(INSERTED))
+@pytest.mark.parametrize('page', sorted(PROSE) + TEMPLATES)
+def test_the_lint_catches_a_result_typed_into_the_page(page, form):
+    """Each form of typed result, inserted into the page's prose, is caught on the line it was put on; the same in
+    `code` is not. The range's first number is allowed here, as a page may allow a number: its second still fails."""
+    text = read(page)
+    allowed = set(NOT_RESULTS.get(page, {})) | {'0.2', '1.96'}
+    assert typed_results(text, allowed, page) == []
+    for typed in INSERTED[form]:
+        edited = text.rstrip('\n') + f'\n\nIn short, {typed}.\n'
+        line = edited.rstrip('\n').count('\n') + 1 - (typed.count('\n') - typed.lstrip('\n').count('\n') > 0) * 0
+        found = typed_results(edited, allowed, page)
+        assert any(kind == form for _, kind, _ in found), (page, typed, found)
+        assert all(at > text.rstrip('\n').count('\n') for at, _, _ in found), (page, typed, found)
+        if '\n' not in typed:
+            assert typed_results(text.rstrip('\n') + f'\n\nIn short, `{typed}`.\n', allowed, page) == []
 
 
 def test_the_lint_passes_settings_splits_and_citations():
-    """What the prose pages state that is not a result: settings, a split, others' numbers, a formula's value."""
-    for text in ('500 steps at lr 1e-3, dropout 0.2, 3L', 'the held-out last 10% of tiny Shakespeare',
-                 "Kaul et al.'s 98% of heads", 'a model "has a sink" at 20% or more', 'one of the `--k` (3) most',
-                 'weights of the lowest val loss', '```\nval 0.014\n```'):
+    """What the prose states that is not a result: settings, a split, a quote on a citation page, a formula's value."""
+    for text in ('500 steps at lr 1e-3, dropout 0.2, 3L', 'the held-out last part of tiny Shakespeare',
+                 'a 95% interval', 'one of the `--k` (3) most', 'weights of the lowest val loss', '```\nval 0.014\n```',
+                 'the gate (G1) and softmax-1', '| flag | `0.2` |'):
         assert typed_results(text) == [], text
+    assert typed_results("> Kaul et al.'s 98% of heads", page='docs/anchors.md') == []
+    assert typed_results("> Kaul et al.'s 98% of heads", page='docs/details.md') != []
     assert typed_results('p is rounded: 0.1999969', NOT_RESULTS['docs/details.md']) == []
     assert typed_results('p is rounded: 0.1999968', NOT_RESULTS['docs/details.md']) != []
+
+
+@pytest.mark.parametrize('page', TEMPLATES)
+def test_a_template_types_no_decimal(page):
+    """A template's prose states no number at all (its numbers are its tables): a bare decimal typed into it, with
+    no metric word beside it, is caught too."""
+    decimals = lambda text: re.findall(r'(?<![\w.])\d+\.\d+', prose(text, page))  # noqa: E731
+    text = read(page)
+    assert decimals(text) == [], page
+    assert decimals(text + '\nThe gap is 0.35 here.\n') == ['0.35']
+
+
+def test_a_templates_numbers_are_tables_on_lines_of_their_own():
+    """Every {{ field }} of a template is a line of its own, so a template's prose states no rendered number either:
+    the numbers of a rendered page are in its tables."""
+    for page in TEMPLATES:
+        for i, line in enumerate(read(page).split('\n'), 1):
+            if '{{' in line:
+                assert re.fullmatch(r'\{\{.+?\}\}', line.strip()), f'{page}, line {i}: a field inside prose: {line!r}'
 
 
 # ----------------------------------------------------------------------------- analyze.py's pages of a folder's runs

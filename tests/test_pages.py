@@ -1,11 +1,7 @@
-"""The findings pages evidence/pages.py renders (pages.PAGES: sink_cpu.md, needle_cpu.md, diagnostics_cpu.md,
-seed_table_explained.md, and shakespeare_char_cpu.md and shakespeare_char_llama_cpu.md, whose runs were never
-committed: they render only the seed's numbers they cite; dropout_noise.md, from evidence/dropout_noise.py's
-results/dropout_noise.json; bench_cpu.md, from bench.py's results/bench_cpu.json; bench_gpu.md,
-results/gpu_check/*/README.md and results/eval_group_cpu/README.md, from those checks' results.json and queue*.json)
-are what it renders from the committed runs, byte for byte: a hand edit of a rendered number fails here, and a
-changed run file changes the page. So is each check's results.md (pages.records()): what evidence/bench_gpu.py's
-render writes from its results.json. Reads JSON files only: no torch, no training."""
+"""The findings pages evidence/pages.py renders (pages.PAGES) are what it renders from the committed runs and records,
+byte for byte: a hand edit of a rendered number fails here, and a changed run file changes the page. So is each GPU
+check's results.md (pages.records()): what evidence/bench_gpu.py's render writes from its results.json. The lint of
+the templates' prose is tests/test_findings_pages.py's. Reads JSON files only: no torch, no training."""
 import json
 import os
 import re
@@ -34,7 +30,12 @@ def digit_changed(text, value):
     return text[:j] + ('8' if text[j] == '9' else str(int(text[j]) + 1)) + text[j + 1:]
 
 
-@pytest.mark.parametrize('page', list(pages.PAGES))
+def numbered_pages():
+    """The pages whose template has a field that renders a digit (the others render no number to edit)."""
+    return [p for p in pages.PAGES if any(re.search(r'\d', value) for _, value in pages.fields(p))]
+
+
+@pytest.mark.parametrize('page', numbered_pages())
 def test_a_hand_edited_number_fails_the_check(page, tmp_path, monkeypatch, capsys):
     """--check passes the pages as committed, and exits 1 naming the page where one digit of a rendered number (the
     template's first field with a digit: the page's own text, not a run's) was edited by hand."""
@@ -71,20 +72,18 @@ def test_a_changed_run_file_changes_the_render(tmp_path, monkeypatch):
         after = pages.render('results/sink_cpu.md')
     finally:
         claims._RUNS.clear()  # the copies' runs are not left for another test to read
-    n = len(pages.Sink(0).seeds('bb_nanogpt'))
-    assert f'**The baseline has a layer-1 sink in {n - 1} of {n} seeds.**' in after
-    assert f'**The baseline has a layer-1 sink in {n} of {n} seeds.**' in before
-    assert '| 0.10 / ' in after and '| 0.10 / ' not in before.split('## The other group')[0]
+    l2 = a['layers'][1]['first_token_attention']
+    assert f'| 0.10 / {l2:.2f} (' in after and f'| 0.10 / {l2:.2f} (' not in before
 
 
 def test_a_changed_needle_eval_changes_the_render(tmp_path, monkeypatch):
     """needle_cpu.md reads needle_eval.json: one seed's accuracy at one needle count changed changes that seed's cell
     of the accuracy table (the mean over needle counts) and nothing is left as it was typed."""
-    for folder in (pages.ND,) + pages.NEEDLE:
+    for folder in (claims.ND,) + pages.NEEDLE:
         shutil.copytree(os.path.join(ROOT, folder), tmp_path / folder)
-    nd = pages.Needle(pages.ND, 'nd_')
+    nd = pages.Needle(claims.ND, 'nd_')
     old = nd.ev('nanogpt', 'accuracy')[1]
-    path = tmp_path / pages.ND / 'nd_nanogpt_2L_s1' / 'needle_eval.json'
+    path = tmp_path / claims.ND / 'nd_nanogpt_2L_s1' / 'needle_eval.json'
     e = json.loads(path.read_text())
     e['by_needles']['1']['accuracy'] -= 0.6  # the mean over the counts falls by 0.6 / their number
     path.write_text(json.dumps(e))
@@ -97,35 +96,6 @@ def test_a_changed_needle_eval_changes_the_render(tmp_path, monkeypatch):
     assert f'| nanogpt | {new:.3f} |' in after and f'| nanogpt | {old:.3f} |' not in after
 
 
-# Decimals and percentages a template may type outside its expressions and code: other papers' numbers, the
-# thresholds that define a measure and a constructed test's known answer (1.0: uniform attention's heads-on-token-0
-# score in tests/test_diagnostics.py), never a result of this repository's runs (those are expressions)
-TYPED = {'0.1', '0.3', '1.000', '3.1', '3.3%', '4.8%', '46.7%', '65%', '95%', '−90%', '20%', '24.6B', '38.8', '98%', '1.0',
-         '100%', '2.13.0',
-         # seed_table_explained.md: a command's setting (dropout 0.2, the seed's and PROFILE=full's), the GPU runs'
-         # torch version, nanoGPT's README (its shakespeare_char model: 10.7M parameters, val 1.47); the seed's own
-         # table is printed from pages.SEED_VAL / SEED_TRAIN / SEED_LAMBDA, not typed
-         '0.2', '2.11.0', '10.7M', '1.47',
-         # seed_table_explained.md: a prediction's threshold, written before its runs (time_norm's Diff cells
-         # within 0.05 of causal)
-         '0.05'}
-
-# A prediction's range as written before its runs, or another source's number, a template passes through
-# {{ written('...') }} (pages.written), which names it as not a result; the lint strips it with every expression
-
-
-
-@pytest.mark.parametrize('page', list(pages.PAGES))
-def test_no_result_is_typed_in_a_template(page):
-    """Outside {{ expressions }}, code blocks and `code`, a template types no decimal or percentage but TYPED's:
-    a number from runs typed into the prose would not follow the runs."""
-    text = pages.template(page)
-    for pattern in (r'\{\{.+?\}\}', r'```.*?```', r'`[^`]*`'):  # markdown's `code` may run over a line break
-        text = re.sub(pattern, '', text, flags=re.S)
-    typed = set(re.findall(r'(?<![\w.])[−-]?\d+(?:\.\d+)+[%BMK]?|(?<![\w.])[−-]?\d+(?:\.\d+)?%', text))
-    assert typed <= TYPED, f'{page}: typed numbers {sorted(typed - TYPED)}: render them from the runs'
-
-
 def test_template_error_names_its_line():
     """An expression that fails names its line in the template and the expression, not a bare traceback."""
     with pytest.raises(SystemExit, match=r'line 2 of the template, \{\{ nope \}\}'):
@@ -133,35 +103,32 @@ def test_template_error_names_its_line():
 
 
 def test_counts_and_ranges():
-    """The helpers the templates state counts and ranges with."""
-    assert pages.k_of_n({1: True, 2: False, 3: True}) == '2 of 3'
+    """The helpers the tables state ranges and seeds with."""
     assert pages.span([0.376, 0.489, 0.4]) == '0.38-0.49' and pages.span([0.301, 0.299]) == '0.30'
     assert pages.num(-0.5, '{:+.1f}') == '−0.5'
     assert pages.seeds_text([1, 2, 3, 4, 5]) == '1-5' and pages.seeds_text([6, 7]) == '6, 7'
     assert pages.seeds_text([1, 3, 4]) == '1, 3, 4'
 
 
-def test_seed_table_pools_only_groups_that_agree(tmp_path, monkeypatch):
-    """seed_table_explained.md pools shakespeare_full's 3L seeds (H100 seeds 1-2, H200 seed 3) only as the claims'
-    rule allows: with seed 3's Diff+Sym moved below its Sym, the groups disagree in sign and the page gives each
-    group's value and no pooled one; the H200 row of its table follows the run file."""
+def test_seed_table_shows_each_group_on_its_own_row(tmp_path, monkeypatch):
+    """seed_table_explained.md's table of the notes' schedule gives each homogeneous group its own row: the H100
+    seeds and the H200 seed of shakespeare_full's 3L are two rows, and the H200 row follows its run file."""
     shutil.copytree(os.path.join(ROOT, pages.GPU_FULL), tmp_path / pages.GPU_FULL)
+    shutil.copytree(os.path.join(ROOT, pages.GPU_NONCAUSAL), tmp_path / pages.GPU_NONCAUSAL)
     path = tmp_path / pages.GPU_FULL / 'diff_sym_3L_s3' / 'summary.json'
     s = json.loads(path.read_text())
-    sym = json.loads((tmp_path / pages.GPU_FULL / 'sym_3L_s3' / 'summary.json').read_text())['final_val_loss']
-    before = pages.pooled(pages.GPU_FULL, '3L', 'sym', 'diff_sym')
-    s['final_val_loss'] = sym - 0.1
+    s['final_val_loss'] = 1.2345
     path.write_text(json.dumps(s))
     monkeypatch.setattr(claims, 'HERE', str(tmp_path))
     try:
         claims._RUNS.clear()
-        after = pages.pooled(pages.GPU_FULL, '3L', 'sym', 'diff_sym')
-        row = pages.Full(pages.GPU_FULL, '3L', 1).cell('diff_sym')
+        groups = pages.Full(pages.GPU_FULL, '3L').groups()
+        text = pages.full_table()
     finally:
         claims._RUNS.clear()
-    assert 'pooled over 3 seeds' in before and 'disagree' not in before
-    assert after.startswith('the groups disagree in sign, so no pooled value') and '−0.100 (one seed)' in after
-    assert row.endswith(f'/ {sym - 0.1:.3f} (1)')
+    assert len(groups) == 2 and [sorted({x for c in g.cells.values() for x in c}) for g in groups] == [[1, 2], [3]]
+    (row,) = [r for r in text.split('\n') if r.startswith(f'| 3L, causal, {groups[1].label} |')]
+    assert '/ 1.234 (1) |' in row.split(' | ')[4] + ' |'
 
 
 def test_seed_table_cites_the_seed_not_the_runs():
@@ -171,7 +138,7 @@ def test_seed_table_cites_the_seed_not_the_runs():
     notes = open(os.path.join(ROOT, 'docs', 'seed_notes.md'), encoding='utf-8').read()
     ours = pages.seed_table().split('\n')[2:]
     assert all(f"{row.split(' | ', 1)[1].replace('  ', ' ')}" in notes for row in ours), ours
-    lam = {int(m[0]): m[1:] for m in re.findall(r'^\| (\d) \| ' + r' \| '.join([r'([\d.]+)'] * 8) + r' \|$', notes, re.M)}
+    lam = {int(m[0]): m[1:] for m in re.findall(r'^> \| (\d) \| ' + r' \| '.join([r'([\d.]+)'] * 8) + r' \|$', notes, re.M)}
     assert sorted(lam) == [1, 2, 3, 4, 5, 6]
     for col, v in ((3, 'diff'), (7, 'diff_sym')):
         assert [float(lam[layer][col]) for layer in range(1, 7)] == pages.SEED_LAMBDA[v]
@@ -227,28 +194,24 @@ def test_a_changed_bench_record_changes_the_cpu_page(tmp_path, monkeypatch):
 
 
 def test_the_cpu_page_gives_the_second_runs_spread():
-    """bench_cpu.md's "Run to run": the range of the repeat's step time over the first's and the largest move of a
-    ratio to softmax, recomputed here from the two records."""
+    """bench_cpu.md's "Run to run": per dtype and dropout, the range of the repeat's step time over the first's and the
+    largest move of a ratio to softmax, recomputed here from the two records."""
     a, b = (json.load(open(os.path.join(ROOT, p), encoding='utf-8'))['results']
             for p in (pages.BENCH_CPU, pages.BENCH_REPEAT))
     key = lambda r: (r['variant'], r['dtype'], r['dropout'])  # noqa: E731
     ms_a, ms_b = ({key(r): r['ms_per_step'] for r in x if 'error' not in r} for x in (a, b))
-    over = [ms_b[k] / ms_a[k] for k in ms_a]
-    moved = max(abs(ms_b[k] / ms_b[('softmax',) + k[1:]] - ms_a[k] / ms_a[('softmax',) + k[1:]]) for k in ms_a)
     text = open(os.path.join(ROOT, 'results/bench_cpu.md'), encoding='utf-8').read()
-    assert f"took {min(over):.2f}-{max(over):.2f} of these step times" in text
-    assert f"by up to {moved:.2f} (" in text
+    for d, p in sorted({k[1:] for k in ms_a}):
+        ks = [k for k in ms_a if k[1:] == (d, p)]
+        over = [ms_b[k] / ms_a[k] for k in ks]
+        moved = max(abs(ms_b[k] / ms_b[('softmax', d, p)] - ms_a[k] / ms_a[('softmax', d, p)]) for k in ks)
+        assert f"| {d}, dropout {p:g} | {min(over):.2f}-{max(over):.2f} | {moved:.2f} (" in text
 
 
 def test_a_changed_gpu_check_changes_the_gpu_page(tmp_path, monkeypatch):
     """bench_gpu.md reads the checks' results.json: the graphed and compiled step of the check at 779ab8c made slower
-    changes its row of the table, and the ratios to the bounds computed at that check's own ceilings."""
-    for folder in (pages.GPU_CHECK, pages.EVAL_GROUP):
-        shutil.copytree(os.path.join(ROOT, folder), tmp_path / folder)
-    for path in pages.summaries('results/shakespeare_full', '*'):
-        os.makedirs(tmp_path / 'results' / 'shakespeare_full' / path)
-        shutil.copy(os.path.join(ROOT, 'results', 'shakespeare_full', path, 'summary.json'),
-                    tmp_path / 'results' / 'shakespeare_full' / path)
+    changes its row of the table, and each bound over the step, computed at that check's own ceilings."""
+    shutil.copytree(os.path.join(ROOT, pages.GPU_CHECK), tmp_path / pages.GPU_CHECK)
     before = pages.render('results/bench_gpu.md')
     path = tmp_path / pages.GPU_CHECK / pages.ALONE / 'results.json'
     res = json.loads(path.read_text())
@@ -257,17 +220,18 @@ def test_a_changed_gpu_check_changes_the_gpu_page(tmp_path, monkeypatch):
     monkeypatch.setattr(claims, 'HERE', str(tmp_path))
     after = pages.render('results/bench_gpu.md')
     b = pages.bounds(pages.ALONE)
-    ratio = f"{1.5 / b['train_bytes']:.2f}× the eager-traffic bound and {1.5 / b['train_flops']:.1f}× the FLOP bound"
-    assert ratio in after and ratio not in before and '| **1.50** |' in after
+    row = f"| 1.50 | {res['steps']['alone']['runs']['graphed_compiled']['tokens_per_sec'] / 1e6:.2f}M | " \
+          f"{b['train_bytes'] / 1.5:.2f} | {b['train_flops'] / 1.5:.2f} |"
+    assert row in after and row not in before
 
 
 def test_the_gpu_pages_bounds_are_each_checks_own():
     """Each check's bounds are its FLOPs and bytes at its own ceilings, as its floor step computed them where it did
-    (the check at 09c4cb4); the ratios of bench_gpu.md divide a check's step by that check's bounds, never another's."""
+    (the check at 09c4cb4); the page divides a check's bounds by that check's step, never another's."""
     res = pages.check(pages.GATHER)
     f, b = res['steps']['floor'], pages.bounds(pages.GATHER)
     assert round(max(b['train_bytes'], b['train_flops']), 4) == f['train_floor_ms']
     assert round(max(b['eval_bytes'], b['eval_flops']), 4) == f['eval_floor_ms']
     page = open(os.path.join(ROOT, 'results', 'bench_gpu.md'), encoding='utf-8').read()
     ms, ab = pages.alone()['graphed_compiled']['ms_per_iter'], pages.bounds(pages.ALONE)
-    assert f"{ms / ab['train_bytes']:.2f}× the eager-traffic bound and {ms / ab['train_flops']:.1f}× the FLOP" in page
+    assert f"| {ms:.2f} | " in page and f" | {ab['train_bytes'] / ms:.2f} | {ab['train_flops'] / ms:.2f} | " in page

@@ -1,5 +1,4 @@
-"""A front page a newcomer reads in five minutes, and a root that shows what to run: the front page stays within
-3,000 words, and README's "Layout" table names every file at the top of the repository and every folder, so the
+"""A root that shows what to run: README's "Layout" table names every file at the top of the repository and every folder, so the
 repository's own machinery cannot come back to the root unlisted (it lives in evidence/, whose own index,
 evidence/README.md, names each of its files)."""
 import os
@@ -17,11 +16,6 @@ def tracked(*paths):
 def layout(readme):
     section = readme.split('## Layout', 1)[1].split('\n## ', 1)[0]
     return set(re.findall(r'`([^`]+)`', section))
-
-
-def test_the_readme_stays_within_three_thousand_words():
-    words = len(open(os.path.join(ROOT, 'README.md')).read().split())
-    assert words <= 3000, f"README.md has {words} words: a newcomer reads 3,000 in five minutes; move depth to docs/"
 
 
 def test_the_layout_names_every_file_and_folder_at_the_root():
