@@ -32,11 +32,11 @@ import cpu_kernels
 from cpu_kernels import Dropout
 
 
-# the values of GPTConfig's flags that name a choice, the default first; the attn kinds no fused kernel computes
-NAIVE_ONLY = ('cosine',)
+# the values of GPTConfig's flags that name a choice, the default first; then the attn kinds no fused kernel computes
 CHOICES = dict(attn=('softmax', 'diff', 'diffv2', 'cosine'), gate=('none', 'headwise', 'elementwise'),
                gate_pos=('sdpa', 'value'), leak=('none', 'zero_future', 'off_by_one', 'after_norm', 'time_norm'),
                norm=('layernorm', 'rmsnorm'), mlp=('gelu', 'swiglu'), pos=('learned', 'rope'))
+NAIVE_ONLY = ('cosine',)
 
 
 @dataclass
@@ -49,22 +49,21 @@ class GPTConfig:
     dropout: float = 0.0
     bias: bool = True         # biases in Linears and LayerNorms, like GPT-2
     # --- attention ---
-    attn: str = 'softmax'     # 'softmax' | 'diff' | 'diffv2' | 'cosine'
+    attn: str = 'softmax'     # the attention (the list above); each flag with choices takes CHOICES' values
     symmetric: bool = False   # K = Q
-    gate: str = 'none'        # 'none' | 'headwise' | 'elementwise'
+    gate: str = 'none'        # Qiu et al.'s sigmoid gate, one score per head or per channel
     gate_pos: str = 'sdpa'    # 'sdpa' (G1, gate the attention output) | 'value' (G2, gate V)
     softmax1: bool = False    # every softmax in the layer becomes softmax-1
     n_kv_head: Optional[int] = None  # grouped-query attention; None = n_head
     causal: bool = True
     mask_self: bool = False   # no query attends to its own key, unless it has no other (Kitaev et al. 2020)
-    # a causal-mask bug reproduced (leaks.py): 'zero_future' | 'off_by_one' | 'after_norm' | 'time_norm'. Not a
-    # causal model, never a default: a run with a leak says causal=False
+    # a causal-mask bug reproduced (leaks.py): not a causal model, never a default; a run with a leak says causal=False
     leak: str = 'none'
     lambda_init: Optional[float] = None  # diff: a constant lambda_init instead of the depth schedule
     lambda_init_depth_offset: int = 0    # diff: schedule depth = layer index (0-based) + offset
-    norm: str = 'layernorm'   # the macro architecture: 'layernorm' | 'rmsnorm'
-    mlp: str = 'gelu'         # 'gelu' | 'swiglu'
-    pos: str = 'learned'      # 'learned' | 'rope'
+    norm: str = 'layernorm'   # the macro architecture: the norms (RMSNorm),
+    mlp: str = 'gelu'         # the MLP (SwiGLU),
+    pos: str = 'learned'      # the positions (RoPE)
     rope_theta: float = 10000.0
 
     def __post_init__(self):
@@ -194,7 +193,7 @@ class SelfAttention(nn.Module):
         super().__init__()
         C, H = config.n_embd, config.n_head
         self.n_head, self.n_kv_head = H, config.n_kv_head or H
-        self.kind = config.attn  # 'softmax' | 'diff' | 'diffv2' | 'cosine'
+        self.kind = config.attn  # one of CHOICES['attn']
         self.symmetric, self.softmax1, self.causal = config.symmetric, config.softmax1, config.causal
         self.mask_self, self.gate, self.gate_pos, self.dropout = (config.mask_self, config.gate, config.gate_pos,
                                                                   config.dropout)
