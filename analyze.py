@@ -37,9 +37,9 @@ import os
 import numpy as np
 import torch
 
+from checkpoint import load_checkpoint
 from dataset import batch_rng, get_batch, load_meta, load_split
 from hardware import add_device_args, autocast_context, device_and_dtype
-from model import load_checkpoint
 from output import pyplot, save_figure, write_json, write_text
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -10,7 +10,7 @@ import torch
 
 from config import DEFAULTS, FREE_ON_RESUME, MODEL_KEYS, config_files, explicit_keys, file_keys, pinned_model_keys
 from dataset import load_meta
-from model import CHECKPOINT_FORMAT, GPTConfig, UnreadableCheckpoint, load_checkpoint
+from model import GPT, GPTConfig
 from output import atomic_write
 from rundir import RunError, run_path
 
@@ -195,3 +195,51 @@ def save_checkpoint(cfg, state, log, name='ckpt.pt'):
                        f"space or fix the folder's permissions, then continue with --init_from=resume") from None
     if name == 'ckpt.pt' and log is not None:
         log.retire_summary()  # ckpt.pt is past a finished run's summary now (a failed write left the run finished)
+
+
+# -----------------------------------------------------------------------------------------------------------
+# The checkpoint format and its loader, for every tool that reads a run's weights (sample.py, analyze.py,
+# needle_eval.py) and for a resume
+
+CHECKPOINT_FORMAT = 'attn-gpt-ckpt-1'  # written by train.py into every checkpoint
+
+
+class UnreadableCheckpoint(ValueError):
+    """A checkpoint file torch.load cannot read (truncated, damaged, not a torch file): `what` says so, the message
+    adds what to do (train.py's resume says it its own way)."""
+
+    def __init__(self, path, error):
+        self.what = (f"{path} is not a readable checkpoint (truncated, damaged or not a torch file: torch.load raised "
+                     f"{type(error).__name__})")
+        other = ("the run's ckpt.pt (its last state)" if os.path.basename(path) == 'best.pt' else
+                 "the run's best.pt (the weights of its best eval)")
+        super().__init__(f"{self.what}; use another copy of it, or {other}")
+
+
+def load_checkpoint(path, device='cpu'):
+    """-> (GPT with the checkpoint's weights, the checkpoint dict). Loads with weights_only=True (no pickled code
+    runs) and says plainly what is wrong with a missing, truncated or foreign file."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"no checkpoint at {path} (train.py writes out_dir/ckpt.pt)")
+    try:
+        ckpt = torch.load(path, map_location=device, weights_only=True)
+    except Exception as e:  # torch's own text would advise weights_only=False, which runs a file's code, and
+        # cannot mend a damaged file
+        raise UnreadableCheckpoint(path, e) from None
+    if not isinstance(ckpt, dict) or ckpt.get('format') != CHECKPOINT_FORMAT:
+        raise ValueError(f"{path} is not a checkpoint written by this repository's train.py "
+                         f"(no format={CHECKPOINT_FORMAT!r} entry)")
+    # a field this model.py lacks (a checkpoint of newer code) is named; one the checkpoint lacks (older code) takes
+    # its default, which is the model that code built
+    unknown = sorted(set(ckpt['model_args']) - {f.name for f in fields(GPTConfig)})
+    if unknown:
+        raise ValueError(f"{path}'s model has {', '.join(unknown)}, which this model.py's GPTConfig lacks (a checkpoint "
+                         f"of newer code): load it with the code that wrote it")
+    model = GPT(GPTConfig(**ckpt['model_args']))
+    missing, unexpected = model.load_state_dict(ckpt['model'], strict=False)
+    if missing or unexpected:
+        raise ValueError(f"{path}'s weights do not fit this model.py's GPT of the same config: "
+                         + '; '.join(f"{what} {', '.join(names[:4])}{' ...' if len(names) > 4 else ''}"
+                                     for what, names in (('unknown', unexpected), ('missing', missing)) if names)
+                         + " (a checkpoint of other code: load it with the code that wrote it)")
+    return model.to(device), ckpt

@@ -161,6 +161,7 @@ def read_config_file(path):
 
     def run_file(p, ns):
         ns['include'] = lambda name: include(p, name, ns)
+        ns['variant'] = lambda name: variant(name, ns)
         with open(p) as f:
             exec(compile(f.read(), p, 'exec'), ns)
 
@@ -174,6 +175,13 @@ def read_config_file(path):
                                f"including file's folder ({os.path.dirname(p) or '.'}), not to where train.py runs"
                                f"{include_hint(p, name)}")
         run_file(full, ns)
+
+    def variant(name, ns):
+        """variant(name) inside a config file: the flags of variants.py's row `name`, written there once."""
+        from variants import VARIANTS
+        if name not in VARIANTS:
+            raise ValueError(f"variant({name!r}): variants.py's VARIANTS has no such row (it has {', '.join(VARIANTS)})")
+        ns.update(VARIANTS[name]['flags'])
 
     ns = {}
     try:

@@ -6,6 +6,7 @@ formulas as torch's own kernels, which it uses everywhere else.
   element, which on a CPU costs as much as a small model's matmuls; here each element gets 16 random bits (four masks
   per 64-bit draw; two per 32-bit draw under torch.compile). So p is rounded to a multiple of 2^-16, and 1 / (1 - p)
   uses the rounded p, so that E[y] = x exactly.
+- Dropout(p): the model's dropout module, torch's kernel except on the CPU, where it is dropout(x, p).
 - attention(q, k, v, ...): y = dropout(softmax(q k^T * scale + mask)) v, the math path SDPA takes on a CPU when
   dropout_p > 0 (it leaves its fused kernel and keeps every weight for the backward), blocked like a flash kernel
   and with the masks above (_Attend).
@@ -13,6 +14,8 @@ formulas as torch's own kernels, which it uses everywhere else.
 import math
 
 import torch
+import torch.nn as nn
+from torch.nn import functional as F
 
 
 def mask(shape, p, device):
@@ -138,3 +141,20 @@ class _Attend(torch.autograd.Function):
                 torch.bmm(ds, k[m, c], out=dq[m, r])
                 dk[m, c].baddbmm_(ds.transpose(1, 2), q[m, r])
             return dq.mul_(ctx.scale), dk.mul_(ctx.scale), dv, None, None, None, None
+
+
+class Dropout(nn.Module):
+    """Inverted dropout: y = x * m / (1 - p), m ~ Bernoulli(1 - p) per element. torch's kernel; on the CPU,
+    dropout()'s, with 16 random bits an element (p rounded to a multiple of 2^-16, E[y] = x still)."""
+
+    def __init__(self, p):
+        super().__init__()
+        self.p = p
+
+    def forward(self, x):
+        if not self.training or self.p == 0.0:
+            return x
+        return dropout(x, self.p) if x.device.type == 'cpu' else F.dropout(x, self.p, training=True)
+
+    def extra_repr(self):
+        return f"p={self.p}"

@@ -32,9 +32,9 @@ import os
 import numpy as np
 import torch
 
+from checkpoint import load_checkpoint
 from dataset import data_dir, load_meta, load_prepare
 from hardware import add_device_args, autocast_context, device_and_dtype
-from model import load_checkpoint
 from output import pyplot, save_figure, write_json
 
 needle = load_prepare('needle')  # data/needle/prepare.py: the generator the data was written with

@@ -11,9 +11,9 @@ import sys
 
 import torch
 
+from checkpoint import load_checkpoint
 from dataset import load_meta
 from hardware import add_device_args, autocast_context, device_and_dtype
-from model import load_checkpoint
 
 
 def find_runs(roots=('out', 'runs')):
@@ -100,6 +100,7 @@ def main():
     try:
         device, device_type, dtype = device_and_dtype(args)
         model, ckpt = load_checkpoint(path, device)
+        print(f"number of parameters: {model.get_num_params() / 1e6:.2f}M", file=sys.stderr)  # stderr: not a sample
     except (FileNotFoundError, ValueError) as e:
         raise SystemExit(f'error: {e}')
     if not ckpt['model_args'].get('causal', True) and not args.allow_noncausal:

@@ -32,12 +32,13 @@ import torch
 import torch.distributed as dist
 
 from analyze import outlier_batch, outlier_record
+from causality import check_causal
 from checkpoint import load_resumed, mend_best, restore_optimizer, resume_settings, save_checkpoint
 from config import MODEL_KEYS, config_files, explicit_keys, parse_config
 from cuda_graph import CudaGraphs
 from dataset import batch_rng, get_batch, load_meta, load_split, seed_torch, sequential_start
 from hardware import machine, peak_memory_mb
-from model import GPT, GPTConfig, check_causal
+from model import GPT, GPTConfig
 from output import write_json
 from processes import StopNow, StopSignal, StopVote, master_first, mean_over_ranks, setup_processes
 from rundir import (AlreadyFinished, RunBusy, RunError, RunLog, Throughput, code_version, lambda_markdown,
@@ -150,6 +151,8 @@ def setup_model(cfg, env, tokenizer, n_tokens):
         raw_model, ckpt = load_resumed(cfg, run_path(cfg), n_tokens)
     else:
         raw_model = GPT(GPTConfig(**{k: cfg[k] for k in MODEL_KEYS}))
+    if env.master:  # stderr: a note, once a job
+        print(f"number of parameters: {raw_model.get_num_params() / 1e6:.2f}M", file=sys.stderr)
     raw_model.to(env.device)
     scaler = torch.amp.GradScaler(env.device_type, enabled=(env.dtype == 'float16'))
     optimizer = raw_model.configure_optimizers(cfg['weight_decay'], cfg['learning_rate'],

@@ -1,7 +1,5 @@
 # 3 layers, Differential attention with K = Q (the seed's Diff+Sym).
 include('base_shakespeare_char.py')
 n_layer = 3
-attn = 'diff'
-symmetric = True
-lambda_init_depth_offset = 1
+variant('diff_sym')
 out_dir = 'out/diff_sym_3L'

@@ -1,5 +1,5 @@
 # 3 layers, gated attention (Qiu et al. 2025): elementwise sigmoid gate after SDPA (G1).
 include('base_shakespeare_char.py')
 n_layer = 3
-gate = 'elementwise'
+variant('gated')
 out_dir = 'out/gated_3L'

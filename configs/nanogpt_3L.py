@@ -1,4 +1,5 @@
 # 3 layers, nanoGPT's softmax attention.
 include('base_shakespeare_char.py')
 n_layer = 3
+variant('nanogpt')
 out_dir = 'out/nanogpt_3L'

@@ -1,4 +1,4 @@
 # Needle retrieval with distractors, 2 layers: symmetric attention (K = Q).
 include('base_needle_distractors.py')
-symmetric = True
+variant('sym')
 out_dir = 'out/nd_sym_2L'

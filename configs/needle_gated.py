@@ -1,4 +1,4 @@
 # Needle retrieval, gated attention, elementwise G1.
 include('base_needle.py')
-gate = 'elementwise'
+variant('gated')
 out_dir = 'out/needle_gated'

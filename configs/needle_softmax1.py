@@ -1,4 +1,4 @@
 # Needle retrieval, softmax-1.
 include('base_needle.py')
-softmax1 = True
+variant('softmax1')
 out_dir = 'out/needle_softmax1'

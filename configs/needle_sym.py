@@ -1,4 +1,4 @@
 # Needle retrieval, symmetric attention, K = Q.
 include('base_needle.py')
-symmetric = True
+variant('sym')
 out_dir = 'out/needle_sym'

@@ -1,6 +1,5 @@
 # 8 layers, the seed's Norm+Sym: w_ij = 1 + cos(q_i, q_j), row-normalised.
 include('base_shakespeare_char.py')
 n_layer = 8
-attn = 'cosine'
-symmetric = True
+variant('norm_sym')
 out_dir = 'out/norm_sym_8L'

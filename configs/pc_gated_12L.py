@@ -1,4 +1,4 @@
 # Python code, 12 layers, gated attention (Qiu et al. 2025): elementwise sigmoid gate after SDPA (G1).
 include('base_pycode.py')
-gate = 'elementwise'
+variant('gated')
 out_dir = 'out/pc_gated_12L'

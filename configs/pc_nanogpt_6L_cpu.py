@@ -5,6 +5,7 @@
 # updates being the suspected cause. Everything else is base_pycode.py's: lr 2e-3, no weight decay, BOS.
 include('base_pycode.py')
 n_layer = 6
+variant('nanogpt')
 block_size = 128
 batch_size = 8
 max_iters = lr_decay_iters = 6000

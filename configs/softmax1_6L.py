@@ -1,5 +1,5 @@
 # 6 layers, softmax-1 (Kaul et al. 2025).
 include('base_shakespeare_char.py')
 n_layer = 6
-softmax1 = True
+variant('softmax1')
 out_dir = 'out/softmax1_6L'

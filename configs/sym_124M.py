@@ -1,4 +1,4 @@
 # GPT-2 small on web text, symmetric attention (K = Q: no key projection, 7.1M fewer parameters).
 include('base_gpt2.py')
-symmetric = True
+variant('sym')
 out_dir = 'out/sym_124M'

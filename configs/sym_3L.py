@@ -1,5 +1,5 @@
 # 3 layers, symmetric attention, K = Q.
 include('base_shakespeare_char.py')
 n_layer = 3
-symmetric = True
+variant('sym')
 out_dir = 'out/sym_3L'

@@ -1,5 +1,5 @@
 # 6 layers, symmetric attention, K = Q.
 include('base_shakespeare_char.py')
 n_layer = 6
-symmetric = True
+variant('sym')
 out_dir = 'out/sym_6L'

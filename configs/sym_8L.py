@@ -1,5 +1,5 @@
 # 8 layers, symmetric attention, K = Q.
 include('base_shakespeare_char.py')
 n_layer = 8
-symmetric = True
+variant('sym')
 out_dir = 'out/sym_8L'

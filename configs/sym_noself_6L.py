@@ -1,6 +1,5 @@
 # 6 layers, symmetric attention (K = Q) with Reformer's rule: no query attends to its own position.
 include('base_shakespeare_char.py')
 n_layer = 6
-symmetric = True
-mask_self = True
+variant('sym_noself')
 out_dir = 'out/sym_noself_6L'

@@ -13,9 +13,9 @@ drop(M) keeps each entry with probability 1 - p and scales it by 1 / (1 - p), so
 p / (1 - p) times the square of what it drops: (A1 - lambda A2)^2 for the earlier rule, A1^2 + lambda^2 A2^2 for the
 current one. For lambda > 0 and A1, A2 >= 0, (A1 - lambda A2)^2 <= A1^2 + lambda^2 A2^2: the current rule is the
 noisier one; only lambda < 0 turns it round. This script measures it on model.py's own layer (SelfAttention's
-project, weights, norm_heads and c_proj; the mask and the scale of the maps are the model's): the std of the layer's
-output over dropout draws, per element, averaged over elements, earlier / current. Rows: Diff and Diff+Sym (K = Q),
-the seed's 3-layer width (n_embd 256, 8 heads, block 256), each layer depth's lambda_init, at the initial weights
+project, split_pairs, weights, subln and c_proj; the mask and the scale of the maps are the model's): the std of
+the layer's output over dropout draws, per element, averaged over elements, earlier / current. Rows: Diff and
+Diff+Sym (K = Q), the seed's 3-layer width (n_embd 256, 8 heads, block 256), each layer depth's lambda_init, at the initial weights
 (lambda_full = lambda_init) and with the query/key weights scaled up (sharper maps), and at a forced lambda_full.
 """
 import json
@@ -49,14 +49,15 @@ def output_std(attn, x, rule, lam_override=None, seed=0):
     with torch.no_grad():
         q, k, v = attn.project(x)
         lam = attn.lambdas().lambda_full if lam_override is None else torch.tensor(lam_override)
-        a1, a2 = attn.weights(q, k)
+        q1, q2, k1, k2 = attn.split_pairs(q, k)
+        a1, a2 = attn.weights(q1, k1), attn.weights(q2, k2)
         outs = []
         for _ in range(DRAWS):
             if rule == 'earlier':
                 y = drop(a1 - lam * a2, gen) @ v
             else:
                 y = drop(a1, gen) @ v - lam * (drop(a2, gen) @ v)
-            y = attn.norm_heads(y) * (1 - attn.lambda_init)
+            y = attn.subln(y) * (1 - attn.lambda_init)
             B, H, TT, D = y.shape
             outs.append(attn.c_proj(y.transpose(1, 2).reshape(B, TT, H * D)))
         return torch.stack(outs).std(0).mean().item(), float(lam)

@@ -14,7 +14,7 @@ import torch
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 import dataset  # noqa: E402
-from model import load_checkpoint  # noqa: E402
+from checkpoint import load_checkpoint  # noqa: E402
 from test_ablate import python_for_ablate  # noqa: E402
 from test_train import TINY, read_log  # noqa: E402
 

@@ -14,7 +14,8 @@ import torch
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 import dataset  # noqa: E402
-from model import GPT, GPTConfig, check_causal  # noqa: E402
+from causality import check_causal  # noqa: E402
+from model import GPT, GPTConfig  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 

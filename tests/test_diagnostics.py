@@ -13,7 +13,8 @@ sys.path.insert(0, ROOT)
 import analyze  # noqa: E402
 import dataset  # noqa: E402
 import hardware  # noqa: E402
-from model import GPT, GPTConfig, load_checkpoint  # noqa: E402
+from checkpoint import load_checkpoint  # noqa: E402
+from model import GPT, GPTConfig  # noqa: E402
 from orthoadam import OrthoAdam, haar_orthogonal, rotate  # noqa: E402
 from test_train import cli, script  # noqa: E402
 

@@ -2,6 +2,7 @@
 exist, a new variant is complete (docs/adding_a_variant.md's places), and the repository cites commits and dates, not
 how its work was organised. Text only: no torch, no training."""
 import ast
+import functools
 import os
 import re
 import subprocess
@@ -12,7 +13,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SELF = 'tests/test_docs.py'  # left out of the scans: its examples of what they catch are stale on purpose
 sys.path.insert(0, ROOT)
-import sweep as sweep_py  # noqa: E402
+import variants  # noqa: E402
 
 sys.path.insert(0, os.path.join(ROOT, 'evidence'))
 import gpu_queue  # noqa: E402
@@ -169,31 +170,21 @@ def test_the_repository_cites_commits_and_dates_not_its_work_sessions():
 # ----------------------------------------------------------------------------- a variant's places
 
 PAGE = 'docs/adding_a_variant.md'
-# the self-tests' flag and variant: no real one may take the name (test_the_made_up_name_is_no_real_one), so the
-# self-tests keep passing once a variant of any name is added by the page
+# the self-tests' flag, value and variant: no real one may take the name (test_the_made_up_name_is_no_real_one), so
+# the self-tests keep passing once a variant of any name is added by the page
 MADE_UP = 'made_up_flag'
 NANOGPT_SHAPE = {'block_size', 'vocab_size', 'n_layer', 'n_head', 'n_embd', 'dropout', 'bias'}  # not attention
+CELL = re.compile(r'(\w+)_(\d+[LM])\.py')  # configs/<stem>_<depth>.py
 
 
-def model_flags(source):
-    """GPTConfig's fields that choose the model's math (all but nanoGPT's shape), and the values model.py allows for
-    each (its __post_init__ choices), from model.py's text: no torch import."""
-    cls = next(n for n in ast.parse(source).body if isinstance(n, ast.ClassDef) and n.name == 'GPTConfig')
-    fields = [s.target.id for s in cls.body if isinstance(s, ast.AnnAssign)]
-    choices = {}
-    for node in ast.walk(cls):
-        if isinstance(node, ast.Assign) and [getattr(t, 'id', None) for t in node.targets] == ['choices']:
-            choices = {k.arg: ast.literal_eval(k.value) for k in node.value.keywords}
-    return {f: choices.get(f, ()) for f in fields if f not in NANOGPT_SHAPE}
+def model_flags():
+    """{flag: the values model.py allows for it (model.CHOICES, default first; () for a bool or a number)} of the
+    GPTConfig fields that choose the model's math (all but nanoGPT's shape)."""
+    import dataclasses
 
-
-def switches(source):
-    """The flags that switch a variant on (a bool, or a choice among named values), not a number that tunes one
-    (lambda_init_depth_offset): the flags a variant's row names in the README, details.md and bench.py."""
-    cls = next(n for n in ast.parse(source).body if isinstance(n, ast.ClassDef) and n.name == 'GPTConfig')
-    bools = {s.target.id for s in cls.body
-             if isinstance(s, ast.AnnAssign) and getattr(s.annotation, 'id', '') == 'bool'}
-    return {f for f, values in model_flags(source).items() if values or f in bools}
+    import model
+    return {f.name: model.CHOICES.get(f.name, ()) for f in dataclasses.fields(model.GPTConfig)
+            if f.name not in NANOGPT_SHAPE}
 
 
 def place(step, file, where, what):
@@ -201,130 +192,121 @@ def place(step, file, where, what):
     return f"{file}, {where}: {what} ({PAGE}, step {step})"
 
 
-def reference_reads(source):
-    """The attributes that tests/test_model.py's reference model (ref_*, expected_*, dims) reads: the flags whose
-    math it computes from the papers' formulas."""
-    return {a.attr for f in ast.parse(source).body
-            if isinstance(f, ast.FunctionDef) and f.name.startswith(('ref_', 'expected_', 'dims'))
-            for a in ast.walk(f) if isinstance(a, ast.Attribute)}
+def reference(test_source):
+    """(the attributes, the string constants) that tests/test_model.py's float64 reference (ref_*, expected_*, dims)
+    reads and compares: the flags and values whose math it computes from the papers' formulas."""
+    nodes = [n for f in ast.parse(test_source).body
+             if isinstance(f, ast.FunctionDef) and f.name.startswith(('ref_', 'expected_', 'dims')) for n in ast.walk(f)]
+    return ({n.attr for n in nodes if isinstance(n, ast.Attribute)},
+            {n.value for n in nodes if isinstance(n, ast.Constant) and isinstance(n.value, str)})
 
 
-def untested_flags(model_source, test_source):
-    """The flags without a test of their math: the reference reads the flag and a test sets it (flag=...), or each
-    of its values but the default has a test named after it (leak's bugs, each checked against its own formula)."""
-    reads = reference_reads(test_source)
+def untested(flags, test_source):
+    """Each flag, and each value of a flag but its default, without a test of its math: the reference reads the flag
+    (cfg.flag) and a test sets it (flag=...), and it compares each value ('value'); or each value has a test named
+    after it (leak's bugs, each checked against its own formula)."""
+    reads, constants = reference(test_source)
     tests = re.findall(r'^def (test_\w+)', test_source, re.M)
     out = []
-    for flag, values in model_flags(model_source).items():
-        by_reference = flag in reads and re.search(rf'\b{flag}=', test_source)
-        by_name = values[1:] and all(any(v in t for t in tests) for v in values[1:])
-        if not (by_reference or by_name):
-            out.append(place(5, 'tests/test_model.py', 'ref_attention() (or ref_norm(), ref_mlp(), ref_logits()) and '
-                             '_grid(), FULL or MAPS', f"no test of model.py's {flag} math: the reference must read "
-                             f"cfg.{flag} and a test set {flag}=..."))
+    for flag, values in flags.items():
+        named = values[1:] and all(any(v in t for t in tests) for v in values[1:])
+        if named:
+            continue
+        if not (flag in reads and re.search(rf'\b{flag}=', test_source)):
+            out.append(place(6, 'tests/test_model.py', 'ref_attention() (or ref_norm(), ref_mlp(), ref_logits())',
+                             f"no test of model.py's {flag} math: the reference must read cfg.{flag} and a test set "
+                             f"{flag}=..."))
+        out += [place(6, 'tests/test_model.py', 'ref_attention() (or ref_norm(), ref_mlp(), ref_logits())',
+                      f"no math for {flag}={v!r}: the reference must compute it (cfg.{flag} == {v!r})")
+                for v in values[1:] if v not in constants]
     return out
 
 
-def undocumented_flags(model_source, config_md):
-    """The flags without a row of docs/config.md's model-key table (a row may name several: `norm`, `mlp`, ...)."""
+def undocumented(flags, config_md):
+    """Each flag without a row of docs/config.md's model-key table (a row may name several: `norm`, `mlp`, ...),
+    and each value but the default that its row does not name (`'diff'`)."""
     table = config_md.split('## Model keys')[1].split('\n## ')[0]
-    named = {n for row in table.splitlines() if row.startswith('|') for n in re.findall(r'`(\w+)`', row.split('|')[1])}
-    return [place(7, 'docs/config.md', 'the "Model keys" table', f"no row for `{f}`")
-            for f in model_flags(model_source) if f not in named]
-
-
-def variant_configs(config_names):
-    """{config file: its text's assignments} of each variant's configs/<name>_<depth>.py (not the llama_/bb_/nd_/pc_
-    copies, which set the same flags), read as text; with or without its row in sweep.py."""
-    out = {}
-    for f in sorted(config_names):
-        m = re.fullmatch(r'(\w+)_(\d+[LM])\.py', f)
-        if m and not m[1].startswith(tuple(sweep_py.PREFIXES)):
-            tree = ast.parse(read(os.path.join('configs', f)))
-            out[f'configs/{f}'] = {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets
-                                   if isinstance(t, ast.Name)}
-    return out
-
-
-def swept_switches(model_source, configs):
-    """{flag: the first config that sets it} of the switches (switches()) that a variant's configs set."""
-    flags = switches(model_source)
-    out = {}
-    for cfg, keys in configs.items():
-        for k in sorted(keys & flags):
-            out.setdefault(k, cfg)
-    return out
-
-
-def section(text, heading):
-    """The text of a markdown section, from its heading to the next heading of its level or above."""
-    m = re.search(rf'^(#+) {re.escape(heading)}.*$', text, re.M)
-    if not m:
-        return ''
-    end = re.search(rf'^#{{1,{len(m[1])}}} ', text[m.end():], re.M)
-    return text[m.end():m.end() + end.start() if end else len(text)]
-
-
-def in_code(flag, text):
-    """Whether text names flag inside `code` (`qk_norm=True`, `attn='diff', symmetric=True`)."""
-    return any(re.search(rf'\b{flag}\b', span) for span in re.findall(r'`([^`\n]+)`', text))
-
-
-def unnamed_switches(model_source, configs, readme, details, bench):
-    """Each switch a variant's config sets that the README's variant table, docs/details.md's "Attention" section or
-    bench.py's VARIANTS does not name: a reader of the table, of how it runs and of the benchmark would not find it."""
-    table = section(readme, 'Attention variants')
-    how = section(details, 'Attention: how the variants are computed')
-    benched = {k.arg for n in ast.walk(ast.parse(bench)) if isinstance(n, ast.Assign)
-               and [getattr(t, 'id', None) for t in n.targets] == ['VARIANTS'] for c in ast.walk(n.value)
-               if isinstance(c, ast.Call) for k in c.keywords}
+    rows = {n: row for row in table.splitlines() if row.startswith('|')
+            for n in re.findall(r'`(\w+)`', row.split('|')[1])}
     out = []
-    for flag, cfg in swept_switches(model_source, configs).items():
-        if not in_code(flag, table):
-            out.append(place(8, 'README.md', 'the "Attention variants" table', f"no row names `{flag}`, which {cfg} "
-                             "sets"))
-        if not in_code(flag, how):
-            out.append(place(9, 'docs/details.md', '"Attention: how the variants are computed"',
-                             f"no line names `{flag}` (how it runs through SDPA), which {cfg} sets"))
-        if flag not in benched:
-            out.append(place(12, 'bench.py', 'VARIANTS', f"no entry sets {flag}, which {cfg} sets"))
+    for flag, values in flags.items():
+        if flag not in rows:
+            out.append(place(5, 'docs/config.md', 'the "Model keys" table', f"no row for `{flag}`"))
+            continue
+        out += [place(5, 'docs/config.md', 'the "Model keys" table', f"the row of `{flag}` does not name {v!r}")
+                for v in values[1:] if repr(v) not in rows[flag]]
     return out
 
 
-def variants_without_a_row(config_names, variants):
-    """The config stems configs/<stem>_<depth>.py (depth 3L, 6L, 8L, 2L, 124M, ...) that sweep.py's VARIANTS, with
-    its llama_/bb_/nd_ copies, has no row for: report.py would have no label or column for their runs."""
-    rows = set(sweep_py.with_prefixes([name for name, _, _ in variants]))
-    stems = {m[1] for f in config_names if (m := re.fullmatch(r'(\w+)_(\d+[LM])\.py', f))}
-    return [place(11, 'sweep.py', 'VARIANTS', f"no row for {stem}, which configs/{stem}_<depth>.py is")
-            for stem in sorted(stems - rows)]
+def row_of(stem, table):
+    """The variants.py row a config stem runs: its name, or a prefix of variants.PREFIXES and its name."""
+    for prefix in ('', *variants.PREFIXES):
+        if stem.startswith(prefix) and stem[len(prefix):] in table:
+            return stem[len(prefix):]
+    return None
+
+
+def rows_and_configs(config_names, table, resolved):
+    """The table and the configs agree: every configs/<stem>_<depth>.py has a row (report.py would have no label or
+    column for its runs), every row has a config, and each config resolves to its row's switches (variant('<name>'))."""
+    out = []
+    stems = {}
+    for f in sorted(config_names):
+        if (m := CELL.fullmatch(f)) and not f.startswith('base_'):
+            stems.setdefault(m[1], []).append(f)
+    for stem in sorted(stems):
+        name = row_of(stem, table)
+        if name is None:
+            out.append(place(3, 'variants.py', 'VARIANTS', f"no row for {stem}, which configs/{stem}_<depth>.py is"))
+            continue
+        for f in stems[stem]:
+            # the switches (a name or a bool); a number that tunes the variant may be the setting's own (the
+            # paper's lambda_init schedule in configs/diff_124M.py, nd_diff_2L.py: no seed offset)
+            wrong = {k: v for k, v in table[name]['flags'].items()
+                     if isinstance(v, (str, bool)) and resolved(f).get(k) != v}
+            if wrong:
+                out.append(place(4, f'configs/{f}', 'its flags', f"resolves {', '.join(wrong)} otherwise than "
+                                 f"variants.py's row {name!r}: write variant({name!r})"))
+    have = {row_of(stem, table) for stem in stems}
+    out += [place(4, f'configs/{name}_<depth>.py', 'its configs', f"variants.py's row {name!r} has no config")
+            for name in table if name not in have]
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def resolved_config(f):
+    """config.parse_config of configs/f, once (its callers only read it)."""
+    import contextlib
+    import io
+
+    import config
+    with contextlib.redirect_stdout(io.StringIO()):  # base_shakespeare_char.py's CPU note
+        return config.parse_config([os.path.join(ROOT, 'configs', f)])
 
 
 def the_places():
     """Every check of the page's places on the files as they are: [] once a variant is complete."""
-    model, configs = read('model.py'), os.listdir(os.path.join(ROOT, 'configs'))
-    return (untested_flags(model, read('tests/test_model.py')) + undocumented_flags(model, read('docs/config.md'))
-            + unnamed_switches(model, variant_configs(configs), read('README.md'),
-                               read('docs/details.md'), read('bench.py'))
-            + variants_without_a_row(configs, sweep_py.VARIANTS))
+    flags, configs = model_flags(), os.listdir(os.path.join(ROOT, 'configs'))
+    return (untested(flags, read('tests/test_model.py')) + undocumented(flags, read('docs/config.md'))
+            + rows_and_configs(configs, variants.VARIANTS, resolved_config))
 
 
 def test_every_variant_has_its_places():
     """docs/adding_a_variant.md's checked places, each failure naming its file, the place and the page's step: a
-    flag without a test of its math (5) or a docs/config.md row (7); a switch a variant's configs set that the
-    README's table (8), docs/details.md (9) or bench.py (12) does not name; a config without a sweep.py row (11)."""
-    model = read('model.py')
-    assert {'attn', 'symmetric', 'gate', 'softmax1', 'leak', 'lambda_init_depth_offset'} <= set(model_flags(model))
-    assert {'attn', 'symmetric', 'gate', 'softmax1', 'mask_self'} <= set(swept_switches(
-        model, variant_configs(os.listdir(os.path.join(ROOT, 'configs')))))
+    config without its row in variants.py (3), a config without its row's flags or a row without configs (4), a flag
+    or value without a row in docs/config.md (5) or without the reference's math (6)."""
+    flags = model_flags()
+    assert {'attn', 'symmetric', 'gate', 'softmax1', 'leak', 'lambda_init_depth_offset'} <= set(flags)
+    assert {'diff', 'diffv2', 'cosine'} <= set(flags['attn'])
     problems = the_places()
     assert problems == [], 'the places to mend:\n' + '\n'.join(problems)
 
 
 def test_the_made_up_name_is_no_real_one():
-    """The self-tests below add MADE_UP to copies of the files; no real flag, config or variant may be named so (a
-    real one would make them fail once it was complete, as `qk_norm` did when the page's own example was added)."""
-    names = set(model_flags(read('model.py'))) | {n for n, _, _ in sweep_py.VARIANTS}
+    """The self-tests below add MADE_UP to copies of the files; no real flag, value, config or variant may be named so
+    (a real one would make them fail once it was complete, as `qk_norm` did when the page's own example was added)."""
+    flags = model_flags()
+    names = set(flags) | {v for values in flags.values() for v in values if isinstance(v, str)} | set(variants.VARIANTS)
     names |= {f.rsplit('_', 1)[0] for f in os.listdir(os.path.join(ROOT, 'configs'))}
     assert not [n for n in names if n.startswith(MADE_UP)]
 
@@ -334,75 +316,68 @@ def made_up(problems):
     return [p for p in problems if MADE_UP in p]
 
 
-def with_made_up(model_source):
-    """model.py's text with MADE_UP as a bool flag of GPTConfig."""
-    field = '    symmetric: bool = False'
-    return model_source.replace(field, f'    {MADE_UP}: bool = False\n{field}', 1)
-
-
 def test_the_variant_checks_catch_a_flag_added_without_its_places():
     """A flag as a variant first goes in: a field and a forward, no reference math, no docs row; each failure names
-    the file to mend and the page's step."""
-    model, tests, config_md = read('model.py'), read('tests/test_model.py'), read('docs/config.md')
-    flag = MADE_UP
-    with_flag = with_made_up(model)
-    assert made_up(untested_flags(with_flag, tests + f'\ndef test_{flag}_builds():\n    make({flag}=True)\n')) == [
-        f"tests/test_model.py, ref_attention() (or ref_norm(), ref_mlp(), ref_logits()) and _grid(), FULL or MAPS: "
-        f"no test of model.py's {flag} math: the reference must read cfg.{flag} and a test set {flag}=... "
-        f"({PAGE}, step 5)"]
-    assert made_up(undocumented_flags(with_flag, config_md)) == [
-        f'docs/config.md, the "Model keys" table: no row for `{flag}` ({PAGE}, step 7)']
-    # the reference computes it and a test sets it; a row documents it
+    the file to mend and the page's step, and each place once written clears its failure."""
+    tests, config_md, flag = read('tests/test_model.py'), read('docs/config.md'), MADE_UP
+    flags = dict(model_flags(), **{flag: ()})
+    assert made_up(untested(flags, tests + f'\ndef test_{flag}_builds():\n    make({flag}=True)\n')) == [
+        f"tests/test_model.py, ref_attention() (or ref_norm(), ref_mlp(), ref_logits()): no test of model.py's {flag} "
+        f"math: the reference must read cfg.{flag} and a test set {flag}=... ({PAGE}, step 6)"]
+    assert made_up(undocumented(flags, config_md)) == [
+        f'docs/config.md, the "Model keys" table: no row for `{flag}` ({PAGE}, step 5)']
     tested = tests.replace('def ref_norm(norm, x, cfg):', f'def ref_norm(norm, x, cfg):\n    cfg.{flag}', 1)
-    assert made_up(untested_flags(with_flag, tested + f'\nGRID += [dict({flag}=True)]\n')) == []
-    assert made_up(undocumented_flags(with_flag, config_md.replace('| `symmetric` |',
-                                                                   f'| `{flag}` | |\n| `symmetric` |'))) == []
+    assert made_up(untested(flags, tested + f'\nGRID += [dict({flag}=True)]\n')) == []
+    assert made_up(undocumented(flags, config_md.replace('| `symmetric` |', f'| `{flag}` | |\n| `symmetric` |'))) == []
     # a docs row lost, a leak value without its own test
-    assert f'docs/config.md, the "Model keys" table: no row for `softmax1` ({PAGE}, step 7)' in \
-        undocumented_flags(model, config_md.replace('| `softmax1` |', '| softmax-1 |'))
+    assert f'docs/config.md, the "Model keys" table: no row for `softmax1` ({PAGE}, step 5)' in \
+        undocumented(model_flags(), config_md.replace('| `softmax1` |', '| softmax-1 |'))
     renamed = tests.replace('def test_off_by_one_', 'def test_next_key_')
-    assert "no test of model.py's leak math" in [m.split(': ')[1] for m in untested_flags(model, renamed)]
+    assert any("no test of model.py's leak math" in m for m in untested(model_flags(), renamed))
 
 
-def test_the_variant_checks_catch_a_swept_switch_the_readme_details_or_bench_lack():
-    """A variant's config that sets a switch: the README's table, docs/details.md's "Attention" section and bench.py's
-    VARIANTS must each name it, and each lack is named with its file, place and step; a number that tunes a variant
-    (lambda_init_depth_offset) is no switch."""
-    flag = MADE_UP
-    model = with_made_up(read('model.py'))
-    readme, details, bench = read('README.md'), read('docs/details.md'), read('bench.py')
-    configs = dict(variant_configs(os.listdir(os.path.join(ROOT, 'configs'))))
-    assert 'lambda_init_depth_offset' not in switches(model)
-    assert made_up(unnamed_switches(model, configs, readme, details, bench)) == []
-    configs[f'configs/{flag}_3L.py'] = {'n_layer', flag, 'out_dir'}
-    assert made_up(unnamed_switches(model, configs, readme, details, bench)) == [
-        f'README.md, the "Attention variants" table: no row names `{flag}`, which configs/{flag}_3L.py sets '
-        f'({PAGE}, step 8)',
-        f'docs/details.md, "Attention: how the variants are computed": no line names `{flag}` (how it runs through '
-        f'SDPA), which configs/{flag}_3L.py sets ({PAGE}, step 9)',
-        f'bench.py, VARIANTS: no entry sets {flag}, which configs/{flag}_3L.py sets ({PAGE}, step 12)']
-    readme = readme.replace('| `softmax1` | `softmax1=True` |', f'| `{flag}` | `{flag}=True` | new |\n'
-                            '| `softmax1` | `softmax1=True` |', 1)
-    details = details.replace('`GPT.attention_maps(idx)`', f'`{flag}=True` runs ... `GPT.attention_maps(idx)`', 1)
-    bench = bench.replace("'softmax': {},", f"'softmax': {{}}, '{flag}': dict({flag}=True),", 1)
-    assert made_up(unnamed_switches(model, configs, readme, details, bench)) == []
-
-
-def test_every_variant_config_has_a_row_in_sweep_variants(monkeypatch):
-    """docs/adding_a_variant.md, step 11: configs/<variant>_<depth>.py without a row of sweep.py's VARIANTS (or of
-    its prefixed copies) fails here, and ablate.sh refuses to sweep it."""
+def test_the_variant_checks_catch_a_new_value_of_an_existing_flag():
+    """The page's example, a new value of attn (attn='sigmoid' there; MADE_UP here) for a new variant: model.py's
+    CHOICES holds it, and until the reference computes it (step 6), docs/config.md's attn row names it (5),
+    variants.py has the variant's row (3) and its configs set it (4), each check names what is missing; each place
+    once written clears its failure."""
+    tests, config_md, value = read('tests/test_model.py'), read('docs/config.md'), MADE_UP
+    flags = model_flags()
+    flags['attn'] += (value,)
+    assert made_up(untested(flags, tests)) == [
+        f"tests/test_model.py, ref_attention() (or ref_norm(), ref_mlp(), ref_logits()): no math for attn={value!r}: "
+        f"the reference must compute it (cfg.attn == {value!r}) ({PAGE}, step 6)"]
+    assert made_up(undocumented(flags, config_md)) == [
+        f"docs/config.md, the \"Model keys\" table: the row of `attn` does not name {value!r} ({PAGE}, step 5)"]
+    tested = tests + f"\ndef ref_{value}(q, k, cfg):\n    return torch.sigmoid(q @ k.T) if cfg.attn == {value!r} else None\n"
+    assert made_up(untested(flags, tested)) == []
+    assert made_up(undocumented(flags, config_md.replace("`'cosine'` |", f"`'cosine'`, `{value!r}` |", 1))) == []
+    table = dict(variants.VARIANTS, **{value: dict(label='Made up', flags=dict(attn=value), seed=False)})
     configs = os.listdir(os.path.join(ROOT, 'configs'))
-    missing = made_up(variants_without_a_row(configs + [f'{MADE_UP}_3L.py', f'llama_{MADE_UP}_6L.py',
-                                                        f'needle_{MADE_UP}.py'], sweep_py.VARIANTS))
-    assert missing == [place(11, 'sweep.py', 'VARIANTS', f"no row for {stem}, which configs/{stem}_<depth>.py is")
-                       for stem in (f'llama_{MADE_UP}', MADE_UP)]
-    fewer = [row for row in sweep_py.VARIANTS if row[0] != 'gated_headwise']
-    stems = [m.split('no row for ')[1].split(',')[0] for m in variants_without_a_row(configs, fewer)]
+    assert made_up(rows_and_configs(configs, table, resolved_config)) == [
+        place(4, f'configs/{value}_<depth>.py', 'its configs', f"variants.py's row {value!r} has no config")]
+    mine = {f'{value}_3L.py': dict(attn=value), f'{value}_6L.py': dict(attn='softmax')}  # 6L without variant()
+    resolved = lambda f: mine.get(f) or resolved_config(f)  # noqa: E731
+    assert made_up(rows_and_configs(configs + list(mine), table, resolved)) == [
+        place(4, f'configs/{value}_6L.py', 'its flags', f"resolves attn otherwise than variants.py's row {value!r}: "
+              f"write variant({value!r})")]
+    assert made_up(rows_and_configs(configs + list(mine), variants.VARIANTS, resolved)) == [
+        place(3, 'variants.py', 'VARIANTS', f"no row for {value}, which configs/{value}_<depth>.py is")]
+
+
+def test_every_variant_config_has_a_row_and_its_flags():
+    """A config of a setting's prefix (llama_, bb_, nd_, pc_) finds its row without one of its own; one without a
+    row is named, and so is a real config whose flags are not its row's."""
+    configs = os.listdir(os.path.join(ROOT, 'configs'))
+    missing = made_up(rows_and_configs(configs + [f'llama_{MADE_UP}_6L.py'], variants.VARIANTS, resolved_config))
+    assert missing == [place(3, 'variants.py', 'VARIANTS', f"no row for llama_{MADE_UP}, which "
+                             f"configs/llama_{MADE_UP}_<depth>.py is")]
+    fewer = {k: v for k, v in variants.VARIANTS.items() if k != 'gated_headwise'}
+    stems = [m.split('no row for ')[1].split(',')[0] for m in rows_and_configs(configs, fewer, resolved_config)]
     assert 'bb_gated_headwise' in stems and 'gated' not in stems
-    # ablate.sh's check (sweep.py check and plan) refuses a variant that has configs but no row
-    monkeypatch.delitem(sweep_py.LABELS, 'gated')
-    with pytest.raises(sweep_py.Refused, match="'gated', which has configs but no row in sweep.py's VARIANTS"):
-        sweep_py.sweep_from_env(dict(PROFILE='cpu', VARIANTS='nanogpt gated'), [])
+    moved = dict(variants.VARIANTS, sym=dict(variants.VARIANTS['sym'], flags=dict(symmetric=False)))
+    assert place(4, 'configs/sym_3L.py', 'its flags', "resolves symmetric otherwise than variants.py's row 'sym': "
+                 "write variant('sym')") in rows_and_configs(configs, moved, resolved_config)
 
 
 def steps(page):
@@ -421,6 +396,18 @@ def test_the_page_counts_its_places_and_each_check_points_at_its_step():
     assert all(re.search(r'`[\w/<>.-]+\.(?:py|md)`', h) for _, h in found), found  # one file or more
     assert f"{len(found)} places in {len(files)} files" in ' '.join(page.split()), (len(found), sorted(files))
     heading = dict(found)
-    for step, file in ((5, 'tests/test_model.py'), (7, 'docs/config.md'), (8, 'README.md'), (9, 'docs/details.md'),
-                       (11, 'sweep.py'), (12, 'bench.py')):
+    for step, file in ((3, 'variants.py'), (4, 'configs/<name>_<depth>.py'), (5, 'docs/config.md'),
+                       (6, 'tests/test_model.py')):
         assert f'`{file}`' in heading[step], (step, file, heading[step])
+
+
+def test_a_config_takes_its_flags_from_its_row(tmp_path):
+    """variant('<name>') in a config file sets the row's flags (every depth's file writes them once, in variants.py);
+    a name without a row is one line naming the file, the line and the rows there are."""
+    import config
+    assert resolved_config('diff_sym_6L.py')['attn'] == 'diff' and resolved_config('diff_sym_6L.py')['symmetric']
+    assert resolved_config('diff_sym_6L.py')['lambda_init_depth_offset'] == 1
+    (tmp_path / 'cell.py').write_text("n_layer = 2\nvariant('dif_sym')\n")
+    with pytest.raises(ValueError, match=r"cell\.py, line 2: .*variant\('dif_sym'\): variants\.py's VARIANTS has no "
+                                         r"such row \(it has nanogpt, diff, "):
+        config.parse_config([str(tmp_path / 'cell.py')])

@@ -19,7 +19,7 @@ import checkpoint  # noqa: E402
 import dataset  # noqa: E402
 import rundir  # noqa: E402
 import train  # noqa: E402
-from model import load_checkpoint  # noqa: E402
+from checkpoint import load_checkpoint  # noqa: E402
 from test_train import TIMING, TINY, read_log, train_cli  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures('one_thread', 'peak_once')  # conftest.py

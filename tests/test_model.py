@@ -24,8 +24,11 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import causality  # noqa: E402
 import cpu_kernels  # noqa: E402
+import leaks  # noqa: E402
 import model as M  # noqa: E402
+from checkpoint import load_checkpoint  # noqa: E402
 from model import GPT, GPTConfig  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures('one_thread')  # conftest.py: torch on one thread, here and in subprocesses
@@ -182,7 +185,7 @@ def ref_attention(a, x, cfg, depth=0, wrong=(), info=None):
     if cfg.gate != 'none' and 'no_gate' not in wrong:
         gate = sigmoid(linear(x, a.gate_proj))
         if cfg.gate_pos == 'value':  # G2: gate V, per kv head or per channel
-            V = V * (gate[..., None] if cfg.gate == 'headwise' else gate.view(Bn, Tn, KV, vd))
+            V = V * (gate.view(Bn, Tn, KV, vd) if cfg.gate == 'elementwise' else gate[..., None])
             gate = None
 
     causal = cfg.causal != ('acausal' in wrong)
@@ -276,7 +279,9 @@ def ref_logits(m, idx):
 # ----------------------------------------------------------------------------------------------------------
 # the grid of every valid composition
 
-GATES = (('none', 'sdpa'), ('headwise', 'sdpa'), ('headwise', 'value'), ('elementwise', 'sdpa'), ('elementwise', 'value'))
+# every (gate, gate_pos) the model allows: G1 and G2 of each gate, and no gate
+GATES = tuple((g, pos) for g in M.CHOICES['gate'] for pos in M.CHOICES['gate_pos'] if g != 'none' or pos == 'sdpa')
+ATTN = M.CHOICES['attn']  # a new value of attn joins every grid below
 
 
 def spec_valid(attn, symmetric, softmax1, n_kv_head):
@@ -290,18 +295,44 @@ def spec_valid(attn, symmetric, softmax1, n_kv_head):
     return True
 
 
+# the grid's factors: the attention's math (attn, symmetric, softmax1, causal) in every combination, and the flags that
+# compose with it (the gate, GQA, the macro architecture, biases) so that every pair of values of two factors occurs
+CORE = ('attn', 'symmetric', 'softmax1', 'causal')
+FACTORS = dict(attn=ATTN, symmetric=(False, True), softmax1=(False, True), causal=(True, False), gate=GATES,
+               n_kv_head=(None, 2), pos=M.CHOICES['pos'], bias=(True, False))
+
+
+def as_kw(row):
+    """A row of factor values -> GPTConfig keywords (RoPE runs the Diff paper's macro architecture)."""
+    kw = {k: v for k, v in row.items() if k != 'gate'}
+    kw['gate'], kw['gate_pos'] = row['gate']
+    if kw['pos'] == 'rope':
+        kw.update(norm='rmsnorm', mlp='swiglu')
+    return kw
+
+
+def pairs(row):
+    return {((f, row[f]), (g, row[g])) for f, g in itertools.combinations(FACTORS, 2)}
+
+
 def _grid():
-    out, rejected = [], []
-    rng = random.Random(0)
-    for attn, sym, (gate, gpos), sm1, kv, causal, pos in itertools.product(
-            ('softmax', 'diff', 'diffv2', 'cosine'), (False, True), GATES, (False, True), (None, 2),
-            (True, False), ('learned', 'rope')):
-        kw = dict(attn=attn, symmetric=sym, gate=gate, gate_pos=gpos, softmax1=sm1, n_kv_head=kv,
-                  causal=causal, pos=pos, bias=rng.random() < 0.5)
-        if pos == 'rope':  # half the grid runs the Diff paper's macro architecture
-            kw.update(norm='rmsnorm', mlp='swiglu')
-        (out if spec_valid(attn, sym, sm1, kv) else rejected).append(kw)
-    return out, rejected
+    """(GRID, GRID_INVALID): every valid combination of CORE, then more rows, each the valid row that covers most
+    pairs not yet covered, until every pair of factor values that a valid row holds occurs (all-pairs testing);
+    GRID_INVALID: rows the specs reject."""
+    rows = [dict(zip(FACTORS, values)) for values in itertools.product(*FACTORS.values())]
+    valid = [r for r in rows if spec_valid(r['attn'], r['symmetric'], r['softmax1'], r['n_kv_head'])]
+    invalid = [r for r in rows if r not in valid]
+    todo = set().union(*map(pairs, valid))
+    grid = []
+    for core in dict.fromkeys(tuple(r[f] for f in CORE) for r in valid):
+        best = max((r for r in valid if tuple(r[f] for f in CORE) == core), key=lambda r: len(pairs(r) & todo))
+        grid.append(best)
+        todo -= pairs(best)
+    while todo:
+        best = max(valid, key=lambda r: len(pairs(r) & todo))
+        grid.append(best)
+        todo -= pairs(best)
+    return [as_kw(r) for r in grid], [as_kw(r) for r in invalid]
 
 
 GRID, GRID_INVALID = _grid()
@@ -310,8 +341,7 @@ GRID, GRID_INVALID = _grid()
 def _noself_grid():
     """mask_self with every valid (attn, symmetric, softmax1, causal); gates, GQA and RoPE rotate through it."""
     out = []
-    for attn, sym, sm1, causal in itertools.product(('softmax', 'diff', 'diffv2', 'cosine'), (False, True),
-                                                    (False, True), (True, False)):
+    for attn, sym, sm1, causal in itertools.product(ATTN, (False, True), (False, True), (True, False)):
         if not spec_valid(attn, sym, sm1, None):
             continue
         i = len(out)
@@ -369,7 +399,14 @@ def teeth(cfg):
 
 
 def test_grid_validity_agrees_with_spec():
-    assert len(GRID) == 380
+    """The model builds every row of the grid and refuses the rows the specs reject; the grid holds every
+    combination of the attention's math and every pair of values of two factors that a valid row holds."""
+    rows = [dict(kw, gate=(kw['gate'], kw['gate_pos'])) for kw in GRID]
+    assert {tuple(r[f] for f in CORE) for r in rows} == {
+        c for c in itertools.product(*(FACTORS[f] for f in CORE)) if spec_valid(c[0], c[1], c[2], None)}
+    valid = [dict(zip(FACTORS, v)) for v in itertools.product(*FACTORS.values())]
+    valid = [r for r in valid if spec_valid(r['attn'], r['symmetric'], r['softmax1'], r['n_kv_head'])]
+    assert set().union(*map(pairs, valid)) <= set().union(*map(pairs, rows))
     for kw in GRID:
         GPTConfig(**{**BASE, **kw})  # must construct
     for kw in GRID_INVALID:
@@ -1227,7 +1264,7 @@ def test_checkpoint_written_before_the_renames_loads(kw, tmp_path):
     m_old = randomize(old.GPT(old.GPTConfig(**args)).eval())
     path = tmp_path / 'ckpt.pt'
     torch.save(dict(format=old.CHECKPOINT_FORMAT, model=m_old.state_dict(), model_args=args), path)
-    m_new, _ = M.load_checkpoint(str(path))
+    m_new, _ = load_checkpoint(str(path))
     assert all(getattr(m_new.config, k) == f.default for f in dataclasses.fields(M.GPTConfig)
                if (k := f.name) not in known)  # the newer flags at their defaults
     idx = rand_idx(BASE['vocab_size'])
@@ -1348,7 +1385,7 @@ def test_cpu_dropout_under_compile_keeps_its_masks():
         assert abs(frac.item() - want) < 6 * math.sqrt(want * (1 - want) / count), (frac, want)
 
 
-SOFTMAX_GRID = [kw for kw in GRID + NOSELF if kw.get('attn', 'softmax') != 'cosine']
+SOFTMAX_GRID = [kw for kw in GRID + NOSELF if kw['attn'] not in M.NAIVE_ONLY]  # the ones a fused kernel computes
 
 
 @pytest.mark.parametrize('kw', SOFTMAX_GRID, ids=[gid(k) for k in SOFTMAX_GRID])
@@ -1515,7 +1552,7 @@ def test_check_causal_passes_causal_models(kw, dropout):
     masks); the guard leaves the RNG state and the model's eval mode as they were."""
     m = randomize(make(n_layer=2, dropout=dropout, **kw))
     rng = torch.get_rng_state()
-    assert M.check_causal(m, 61, TB, 'cpu', batch_size=2) is None
+    assert causality.check_causal(m, 61, TB, 'cpu', batch_size=2) is None
     assert not m.training
     assert torch.equal(torch.get_rng_state(), rng)
 
@@ -1523,7 +1560,7 @@ def test_check_causal_passes_causal_models(kw, dropout):
 @pytest.mark.parametrize('kw', [dict(attn='diff', mask_self=True), dict(attn='cosine', symmetric=True)], ids=gid)
 def test_check_causal_under_bf16_autocast(kw):
     m = make(n_layer=2, dropout=0.1, **kw).train()
-    M.check_causal(m, 61, TB, 'cpu', autocast_ctx=torch.autocast('cpu', dtype=torch.bfloat16))
+    causality.check_causal(m, 61, TB, 'cpu', autocast_ctx=torch.autocast('cpu', dtype=torch.bfloat16))
     assert m.training
 
 
@@ -1540,8 +1577,8 @@ def test_check_causal_catches_dropped_is_causal(kw, t, i, monkeypatch):
 
     monkeypatch.setattr(torch.nn.functional, 'scaled_dot_product_attention', no_causal)
     m = make(n_layer=2, **kw)
-    with pytest.raises(M.CausalityError, match=f'token at position {t} changed the logits at position {i} by'):
-        M.check_causal(m, 61, TB, 'cpu')
+    with pytest.raises(causality.CausalityError, match=f'token at position {t} changed the logits at position {i} by'):
+        causality.check_causal(m, 61, TB, 'cpu')
 
 
 def test_check_causal_in_eval_mode_sees_a_leak_only_evaluation_has(monkeypatch):
@@ -1552,9 +1589,9 @@ def test_check_causal_in_eval_mode_sees_a_leak_only_evaluation_has(monkeypatch):
     monkeypatch.setattr(torch.nn.functional, 'scaled_dot_product_attention',
                         lambda *a, **k: sdpa(*a, **{**k, 'is_causal': False}))
     m = make(n_layer=2, dropout=0.1).train()
-    M.check_causal(m, 61, TB, 'cpu')
-    with pytest.raises(M.CausalityError, match='token at position 1 changed the logits at position 0 by'):
-        M.check_causal(m, 61, TB, 'cpu', training=False)
+    causality.check_causal(m, 61, TB, 'cpu')
+    with pytest.raises(causality.CausalityError, match='token at position 1 changed the logits at position 0 by'):
+        causality.check_causal(m, 61, TB, 'cpu', training=False)
     assert m.training
 
 
@@ -1565,8 +1602,8 @@ def test_check_causal_catches_one_layer_without_mask(kw):
     naive path of cosine attention."""
     m = make(n_layer=3, **kw)
     m.transformer.h[1].attn.causal = False
-    with pytest.raises(M.CausalityError, match='token at position 1 changed the logits at position 0 by'):
-        M.check_causal(m, 61, TB, 'cpu')
+    with pytest.raises(causality.CausalityError, match='token at position 1 changed the logits at position 0 by'):
+        causality.check_causal(m, 61, TB, 'cpu')
 
 
 def _tril(T):
@@ -1597,8 +1634,8 @@ def test_check_causal_names_the_first_leaking_position(name, monkeypatch):
 
     monkeypatch.setattr(torch.nn.functional, 'scaled_dot_product_attention', planted)
     m = make(n_layer=1)
-    with pytest.raises(M.CausalityError, match=f'token at position {t} changed the logits at position {i} by'):
-        M.check_causal(m, 61, TB, 'cpu')
+    with pytest.raises(causality.CausalityError, match=f'token at position {t} changed the logits at position {i} by'):
+        causality.check_causal(m, 61, TB, 'cpu')
 
 
 def test_check_causal_catches_a_one_head_leak_at_init(monkeypatch):
@@ -1616,8 +1653,8 @@ def test_check_causal_catches_a_one_head_leak_at_init(monkeypatch):
 
     monkeypatch.setattr(torch.nn.functional, 'scaled_dot_product_attention', one_head)
     m = make(n_layer=2, block_size=256)
-    with pytest.raises(M.CausalityError, match='token at position 1 changed the logits at position 0 by'):
-        M.check_causal(m, 61, 256, 'cpu')
+    with pytest.raises(causality.CausalityError, match='token at position 1 changed the logits at position 0 by'):
+        causality.check_causal(m, 61, 256, 'cpu')
 
 
 class _Jitter(torch.nn.Module):
@@ -1636,13 +1673,13 @@ def test_check_causal_tolerates_run_to_run_noise():
     """Noise of 1e-5 relative (tens of float32 roundings) in every logit is not a leak; a real leak on top is one;
     noise large enough to hide leaks is reported."""
     m = randomize(make(n_layer=2))
-    M.check_causal(_Jitter(m, 1e-5), 61, TB, 'cpu', batch_size=2)
+    causality.check_causal(_Jitter(m, 1e-5), 61, TB, 'cpu', batch_size=2)
     m.transformer.h[0].attn.causal = False
-    with pytest.raises(M.CausalityError):
-        M.check_causal(_Jitter(m, 1e-5), 61, TB, 'cpu', batch_size=2)
+    with pytest.raises(causality.CausalityError):
+        causality.check_causal(_Jitter(m, 1e-5), 61, TB, 'cpu', batch_size=2)
     m.transformer.h[0].attn.causal = True
     with pytest.warns(UserWarning, match='differ'):
-        M.check_causal(_Jitter(m, 1e-3), 61, TB, 'cpu')
+        causality.check_causal(_Jitter(m, 1e-3), 61, TB, 'cpu')
 
 
 def test_check_causal_on_a_compiled_model():
@@ -1650,11 +1687,11 @@ def test_check_causal_on_a_compiled_model():
     torch._dynamo.reset()
     m = make(n_layer=2, dropout=0.1, attn='diff', mask_self=True)
     compiled = torch.compile(m, backend='aot_eager')
-    M.check_causal(compiled, 61, TB, 'cpu', batch_size=2)
+    causality.check_causal(compiled, 61, TB, 'cpu', batch_size=2)
     m.transformer.h[1].attn.causal = False
     torch._dynamo.reset()
-    with pytest.raises(M.CausalityError, match='token at position 1 changed the logits at position 0 by'):
-        M.check_causal(torch.compile(m, backend='aot_eager'), 61, TB, 'cpu', batch_size=2)
+    with pytest.raises(causality.CausalityError, match='token at position 1 changed the logits at position 0 by'):
+        causality.check_causal(torch.compile(m, backend='aot_eager'), 61, TB, 'cpu', batch_size=2)
     torch._dynamo.reset()
 
 
@@ -1670,7 +1707,7 @@ def test_check_causal_compiles_the_training_graph():
     torch._dynamo.reset()
     m = make(n_layer=1, dropout=0.1)
     compiled = torch.compile(m, backend=backend)
-    M.check_causal(compiled, 61, TB, 'cpu', batch_size=B)
+    causality.check_causal(compiled, 61, TB, 'cpu', batch_size=B)
     assert len(graphs) == 1
     compiled.train()
     idx = rand_idx(61, t=TB)
@@ -1761,22 +1798,24 @@ def test_time_norm_is_a_group_norm_over_time_of_each_head():
         att.subln.weight.uniform_(0.5, 1.5)
     B, H, T, D = 2, 3, 8, 8
     y = torch.randn(B, H, T, D) * 3 + 1
-    got = att.subln_time(y)
+    assert isinstance(att.subln, leaks.TimeNorm)
+    got = att.subln(y)
     gn = torch.nn.functional.group_norm(y.permute(0, 1, 3, 2).reshape(B, H * D, T), H,
                                         weight=att.subln.weight.repeat(H), eps=att.subln.eps)
     torch.testing.assert_close(got, gn.view(B, H, D, T).permute(0, 1, 3, 2))
     later = y.clone()
     later[:, :, -1] += 1.0  # change only the last position
-    assert (att.subln_time(later)[:, :, 0] - got[:, :, 0]).abs().max() > 1e-3  # position 0 sees it
-    torch.testing.assert_close(att.subln(later)[:, :, 0], att.subln(y)[:, :, 0])  # the paper's subln does not
+    assert (att.subln(later)[:, :, 0] - got[:, :, 0]).abs().max() > 1e-3  # position 0 sees it
+    paper = M.RMSNorm(D)  # the paper's subln does not
+    torch.testing.assert_close(paper(later)[:, :, 0], paper(y)[:, :, 0])
 
 
 @pytest.mark.parametrize('leak', ['zero_future', 'off_by_one', 'after_norm', 'time_norm'])
 def test_the_causality_check_refuses_a_leak_in_a_causal_model(leak):
     attn = 'diff' if leak == 'time_norm' else 'softmax'
     m = GPT(GPTConfig(n_layer=2, n_head=2, n_embd=16, block_size=16, vocab_size=11, leak=leak, attn=attn))
-    with pytest.raises(M.CausalityError):
-        M.check_causal(m, 11, 16, 'cpu')
+    with pytest.raises(causality.CausalityError):
+        causality.check_causal(m, 11, 16, 'cpu')
 
 
 def test_leak_is_validated():

@@ -12,8 +12,8 @@ import torch
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 import needle_eval  # noqa: E402
+from checkpoint import load_checkpoint  # noqa: E402
 from dataset import load_prepare  # noqa: E402
-from model import load_checkpoint  # noqa: E402
 from test_train import cli, script  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures('one_thread', 'peak_once')  # conftest.py

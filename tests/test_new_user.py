@@ -21,7 +21,7 @@ import dataset  # noqa: E402
 import hardware  # noqa: E402
 import rundir  # noqa: E402
 import train  # noqa: E402
-from model import load_checkpoint  # noqa: E402
+from checkpoint import load_checkpoint  # noqa: E402
 from test_train import TINY, cli, read_log, script, train_cli  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures('one_thread', 'peak_once')  # conftest.py

@@ -24,7 +24,8 @@ import hardware  # noqa: E402
 import processes  # noqa: E402
 import rundir  # noqa: E402
 import train  # noqa: E402
-from model import GPT, GPTConfig, load_checkpoint  # noqa: E402
+from checkpoint import load_checkpoint  # noqa: E402
+from model import GPT, GPTConfig  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures('one_thread', 'peak_once')  # conftest.py
 
@@ -436,12 +437,13 @@ def test_a_model_that_sees_later_tokens_stops_before_training(tmp_path, monkeypa
     """The causality check runs training's forward before the first step: a planted leak (an SDPA call whose
     is_causal is dropped) stops the run with an error naming the first leaking position, and nothing is written."""
     import model as model_mod
+    from causality import CausalityError
     from torch.nn import functional as F
     sdpa = F.scaled_dot_product_attention
     monkeypatch.setattr(model_mod.F, 'scaled_dot_product_attention',
                         lambda *a, **k: sdpa(*a, **{**k, 'is_causal': False}))
     out = tmp_path / 'o'
-    with pytest.raises(model_mod.CausalityError, match='position 0'):
+    with pytest.raises(CausalityError, match='position 0'):
         train.main([*TINY, f'--out_dir={out}', '--max_iters=2'])
     assert not (out / 'ckpt.pt').exists() and not (out / 'log.jsonl').exists()
     monkeypatch.undo()
