@@ -69,7 +69,8 @@ def run_one(spec):
         opt.zero_grad(set_to_none=True)
 
     out = dict(spec, n_params=model.get_num_params())
-    if cuda and VARIANTS[spec['variant']].get('attn') != 'cosine':  # is a fused kernel taken? the math fallback is disallowed here
+    # is a fused kernel taken? the math fallback is disallowed here (cosine attention is not SDPA's)
+    if cuda and VARIANTS[spec['variant']].get('attn') != 'cosine':
         from torch.nn.attention import sdpa_kernel, SDPBackend
         try:
             with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION]):
@@ -293,7 +294,8 @@ def cuda_check(args):
         m, o = model(flags)
         out = dict(flops=m.flops_per_token(shape['block_size']) * shape['batch_size'] * shape['block_size'],
                    bytes=step_bytes(lambda: [train.step(m, o, scaler, xy, 1, 1.0, ac) for _ in range(2)], dev) // 2)
-        out['floor_ms'] = 1e3 * max(out['flops'] / (rec['bf16_tflops'] * 1e12), out['bytes'] / (rec['bandwidth_gbs'] * 1e9))
+        out['floor_ms'] = 1e3 * max(out['flops'] / (rec['bf16_tflops'] * 1e12),
+                                    out['bytes'] / (rec['bandwidth_gbs'] * 1e9))
         for how in ('eager', 'compiled', 'graphed'):
             if how == 'graphed' and dry:
                 continue

@@ -308,8 +308,8 @@ def keep_settings(root, settings, write=True):
         raise Refused('\n'.join([f"{root} holds runs made with other settings than this command's:"]
                                 + [f'  the sweep:    {a}' for a in kept if a not in settings]
                                 + [f'  this command: {a}' for a in settings if a not in kept]
-                                + [f"  To start afresh: name a new sweep (SWEEP=<name>), or remove {root}. To continue it: "
-                                   f"re-launch with the sweep's settings."]))
+                                + [f"  To start afresh: name a new sweep (SWEEP=<name>), or remove {root}. To continue "
+                                   f"it: re-launch with the sweep's settings."]))
 
 
 def slurm_task(env):
@@ -398,6 +398,7 @@ def submit(env, args):
     if not todo:
         print(f"ablate.sh: every run of {sweep.root} has finished", flush=True)
         os.execvp(python, [python, 'report.py', sweep.root])
+    keep_settings(sweep.root, sweep.settings(args))  # each task compares its settings with these
     listed = f"{sweep.root}/.slurm_runs.{time.strftime('%Y%m%d-%H%M%S')}.{os.getpid()}"
     with open(listed, 'w') as f:
         f.writelines(' '.join(r) + '\n' for r in todo)
@@ -547,7 +548,7 @@ def lane_gpus(gpus, jobs, nproc):
 
 
 def locked(d):
-    """Whether another process is training run folder d (train.py holds a lock on d/.lock while it runs)."""
+    """Whether another process trains run folder d (train.py holds a lock on d/.lock while it runs)."""
     try:
         with open(os.path.join(d, '.lock')) as f:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -558,57 +559,53 @@ def locked(d):
     return False
 
 
-def last_line(path, pattern):
-    """The last match of pattern in a log, or ''."""
+def tail(path, n):
     try:
-        return (re.findall(pattern, open(path, errors='replace').read()) or [''])[-1]
+        return ''.join(f'\n         {t}' for t in open(path, errors='replace').read().splitlines()[-n:])
     except OSError:
         return ''
 
 
 class Runner:
     """One sweep's runs in JOBS lanes at once, each lane on its own GPUs: a process a run (train.py, or torchrun with
-    NPROC > 1), or with WORKER=1 a lane's runs back to back in one worker.py. Each run's process is in a session of its
+    NPROC > 1), or with WORKER=1 a lane's runs back to back in one worker.py. Each run's process has a session of its
     own: a Ctrl-C or SIGTERM to the sweep gives each run in progress one TERM (train.py saves its checkpoint and exits
-    130), and STOP_GRACE seconds later kills whatever of theirs is left."""
+    130); STOP_GRACE seconds later whatever is left of them is killed."""
 
     def __init__(self, sweep, args, env, task, run):
         self.sweep, self.args, self.env, self.task = sweep, args, env, task
-        self.runs = [run] if task else sweep.runs()
-        self.jobs = 1 if task else sweep.jobs
+        self.runs, self.jobs = ([run], 1) if task else (sweep.runs(), sweep.jobs)
         self.python = env.get('PYTHON') or 'python'
-        self.lock = threading.RLock()
-        self.procs, self.groups = set(), []  # the processes running now; every process group started
-        self.stopping, self.kept, self.ended = False, False, threading.Event()
-        self.tty = sys.stdout.isatty()
+        self.lock, self.ended = threading.RLock(), threading.Event()
+        self.procs, self.groups, self.busy = set(), [], []  # processes running now, every group started, runs left
+        self.stopping = self.kept = self.refused = False
         self.done = self.failed = self.failed_analysis = self.started = self.analyzed = 0
-        self.busy = []
+        self.tty = sys.stdout.isatty()
         gpus = gpu_list(env)
         if gpus and sweep.nproc > len(gpus):
             raise Refused(f"NPROC={sweep.nproc} processes a run, but only {len(gpus)} GPU(s): {' '.join(gpus)}")
         self.gpus = lane_gpus(gpus, self.jobs, sweep.nproc)
-        device = ([None] + [key_value(a)[1] for a in sweep.schedule + args if a.startswith('--device=')])[-1] or ''
+        device = ([''] + [a.split('=', 1)[1] for a in sweep.schedule + args if a.startswith('--device=')])[-1]
         worker = choice(env, 'WORKER', 'auto', ('auto', '0', '1'))
         self.worker = worker == '1' or (worker == 'auto' and bool(gpus) and sweep.nproc == 1 and not task
                                         and not device.startswith(('cpu', 'mps')))
 
-    def say(self, text, err=False):
+    def say(self, text, out=sys.stdout):
         with self.lock:
-            out = sys.stderr if err else sys.stdout
             out.write(('\r\033[K' if self.tty else '') + text + '\n')
             out.flush()
 
     def spawn(self, k, cmd, log, mode='ab', pipe=False):
-        """cmd in a session of its own on lane k's GPUs, its output to log (or a pipe); None where the sweep stops."""
+        """cmd in a session of its own on lane k's GPUs, its output to log (or a pipe); None once the sweep stops."""
         env = dict(os.environ, **({'CUDA_VISIBLE_DEVICES': self.gpus[k]} if self.gpus else {}))
         with self.lock, open(log, mode) as f:
             if self.stopping:
                 return None
-            p = subprocess.Popen(cmd, stdout=subprocess.PIPE if pipe else f, stderr=subprocess.STDOUT,
-                                 stdin=subprocess.DEVNULL, env=env, start_new_session=True, text=pipe or None)
+            p = subprocess.Popen(cmd, stdout=subprocess.PIPE if pipe else f, stderr=subprocess.STDOUT, text=pipe,
+                                 stdin=subprocess.DEVNULL, env=env, start_new_session=True)
             self.procs.add(p)
             self.groups.append(p.pid)
-        return p
+            return p
 
     def wait(self, p):
         rc = p.wait()
@@ -617,79 +614,80 @@ class Runner:
         return rc
 
     def before(self, d):
-        """Where run folder d may start now: not while the sweep stops, nor where another process trains it. The
-        sweep's settings are kept at its first run."""
+        """Whether run folder d starts now: not once the sweep stops, nor where another process trains it (left to
+        it). The sweep's settings are kept at its first run, so that a launch that trains nothing keeps none."""
         with self.lock:
             if self.stopping:
                 return False
             if locked(d):
-                return self.left(d)
-            if not self.kept:
-                keep_settings(self.sweep.root, self.sweep.settings(self.args))
-                self.kept = True
+                self.busy.append(d)
+                return self.say(f"busy   {d}: another process is training it; left to it")
+            try:  # a launch at once with other settings may have kept its own since this one looked
+                if not self.kept:
+                    keep_settings(self.sweep.root, self.sweep.settings(self.args))
+                    self.kept = True
+            except Refused as e:
+                self.refused = self.stopping = True
+                return self.say(f"ablate.sh: {e}", sys.stderr)
             os.makedirs(d, exist_ok=True)
-            if os.path.exists(os.path.join(d, 'FAILED')):
-                os.remove(os.path.join(d, 'FAILED'))
-            self.started += 1
-            return True
+            return self.unfail(d)
 
-    def left(self, d):
-        self.busy.append(d)
-        self.say(f"busy   {d}: another process is training it; left to it")
-        return False
+    def unfail(self, d, rc=None):
+        """d/FAILED removed (an earlier attempt's), or written with exit status rc."""
+        path = os.path.join(d, 'FAILED')
+        if rc is not None:
+            with open(path, 'w') as f:
+                f.write(f'{rc}\n')
+        elif os.path.exists(path):
+            os.remove(path)
+        return True
 
     def argv(self, cfg, d, seed):
         resume = ['--init_from=resume', '--resume_strict=True'] if os.path.exists(os.path.join(d, 'ckpt.pt')) else []
-        return [cfg, *self.sweep.schedule, f'--seed={seed}', f'--out_dir={d}', *resume, *self.args], resume
+        return [cfg, *self.sweep.schedule, f'--seed={seed}', f'--out_dir={d}', *resume, *self.args], ' '.join(resume)
 
     def end(self, d, rc, seconds):
-        """A run's end, said in one line: stopped (train.py's 130, or any exit while the sweep stops: torchrun exits
-        1 after a stop), busy elsewhere (train.py's 75), FAILED (a FAILED file with its exit status) or done."""
+        """A run's end in one line: stopped (train.py's 130, or any exit while the sweep stops: torchrun exits 1
+        after one), busy elsewhere (train.py's 75), FAILED (with its exit status in d/FAILED) or done."""
         log = os.path.join(d, 'train.log')
         if rc != 0 and (rc == 130 or self.stopping):
-            return self.say(f"stopped {d}: {last_line(log, r'stopped at iteration [0-9]+')}")
-        if rc == 75:
-            return self.left(d)
-        if rc != 0:
-            self.failed += 1
-            with open(os.path.join(d, 'FAILED'), 'w') as f:
-                f.write(f'{rc}\n')
-            tail = open(log, errors='replace').read().splitlines()[-5:] if os.path.exists(log) else []
-            return self.say('\n'.join([f"FAILED {d} (exit {rc}): tail of {log}:"] + ['         ' + t for t in tail]))
-        self.done += 1
-        self.say(f"done   {d} in {seconds:.0f}s")
+            at = re.findall(r'stopped at iteration [0-9]+', open(log, errors='replace').read()) or ['']
+            self.say(f"stopped {d}: {at[-1]}")
+        elif rc == 75:
+            self.busy.append(d)
+            self.say(f"busy   {d}: another process is training it; left to it")
+        elif rc != 0:
+            self.failed += self.unfail(d, rc)
+            self.say(f"FAILED {d} (exit {rc}): tail of {log}:{tail(log, 5)}")
+        else:
+            self.done += 1
+            self.say(f"done   {d} in {seconds:.0f}s")
 
     def train(self, k, cfg, d, seed):
-        if not self.before(d):
-            return
-        argv, resume = self.argv(cfg, d, seed)
-        self.say(f"run    {d} {' '.join(resume)}")
-        launch = [self.python] + (['-m', 'torch.distributed.run', '--standalone', f'--nproc_per_node={self.sweep.nproc}']
-                                  if self.sweep.nproc > 1 else [])
-        t0 = time.time()
-        p = self.spawn(k, launch + ['train.py', *argv], os.path.join(d, 'train.log'))
-        if p is not None:
-            self.end(d, self.wait(p), time.time() - t0)
+        if self.before(d):
+            self.started += 1
+            argv, resume = self.argv(cfg, d, seed)
+            self.say(f"run    {d} {resume}")
+            nproc = self.sweep.nproc
+            launch = ['-m', 'torch.distributed.run', '--standalone', f'--nproc_per_node={nproc}'] if nproc > 1 else []
+            t0, p = time.time(), self.spawn(k, [self.python, *launch, 'train.py', *argv], os.path.join(d, 'train.log'))
+            if p:
+                self.end(d, self.wait(p), time.time() - t0)
 
     def analyze(self, k, d):
-        """ANALYZE=1: the analyzer on a finished run's ckpt.pt where its analysis is not of that checkpoint."""
+        """ANALYZE=1: the analyzer on a finished run's ckpt.pt, where its analysis is not of that checkpoint."""
         if self.stopping or analyzed(self.sweep.analysis, d) or not os.path.exists(os.path.join(d, 'summary.json')):
             return
         if not os.path.exists(os.path.join(d, 'ckpt.pt')):  # e.g. a committed run copied back without it
             return self.say(f"         {d}: no ckpt.pt, so no analysis")
-        if os.path.exists(os.path.join(d, 'FAILED')):
-            os.remove(os.path.join(d, 'FAILED'))
-        p = self.spawn(k, [self.python, self.sweep.analyzer, f'--out_dir={d}'], os.path.join(d, 'analyze.log'), 'wb')
-        rc = None if p is None else self.wait(p)
+        log, what = os.path.join(d, 'analyze.log'), self.sweep.analyzer
+        p = self.unfail(d) and self.spawn(k, [self.python, what, f'--out_dir={d}'], log, 'wb')
+        rc = self.wait(p) if p else None
         if rc and self.stopping:
-            self.say(f"stopped {d}: {self.sweep.analyzer}; a re-launch with ANALYZE=1 runs it again")
+            self.say(f"stopped {d}: {what}; a re-launch with ANALYZE=1 runs it again")
         elif rc:
-            self.failed_analysis += 1
-            with open(os.path.join(d, 'FAILED'), 'w') as f:
-                f.write(f'{rc}\n')
-            tail = open(os.path.join(d, 'analyze.log'), errors='replace').read().splitlines()[-3:]
-            self.say('\n'.join([f"FAILED {d}: {self.sweep.analyzer} (exit {rc}): tail of {d}/analyze.log:"]
-                               + ['         ' + t for t in tail]))
+            self.failed_analysis += self.unfail(d, rc)
+            self.say(f"FAILED {d}: {what} (exit {rc}): tail of {log}:{tail(log, 3)}")
         elif rc == 0:
             self.analyzed += os.path.getmtime(os.path.join(d, 'summary.json')) < self.start  # a run skipped now
             self.say(f"analyzed {d}")
@@ -701,95 +699,85 @@ class Runner:
                 cfg, d, seed = todo.get_nowait()
             except queue.Empty:
                 return
-            if cfg is not None:
+            if cfg:
                 self.train(k, cfg, d, seed)
             if self.sweep.analyze:
                 self.analyze(k, d)
 
     def worker_lane(self, k, share):
-        """WORKER=1: lane k's runs in one worker.py, its lines said as this sweep's, then ANALYZE's analyses."""
-        runs = [(cfg, d, seed) for cfg, d, seed in share if cfg is not None and self.before(d)]
+        """WORKER=1: lane k's runs (dealt in turn) in one worker.py, its lines said as this sweep's; then ANALYZE's."""
+        runs = [r for r in share if r[0] and self.before(r[1])]
+        listed, ended = os.path.join(self.sweep.root, f'.worker.{os.getpid()}.{k}'), set()
         if runs:
-            listed = os.path.join(self.sweep.root, f'.worker.{os.getpid()}.{k}')
             with open(listed, 'w') as f:
                 f.writelines(shlex.join(self.argv(*r)[0]) + '\n' for r in runs)
             p = self.spawn(k, [self.python, 'worker.py', listed], os.devnull, pipe=True)
-            ended = set()
             for line in p.stdout if p else ():
-                line = line.rstrip('\n')
                 if line.startswith('worker: run '):
-                    d = line[len('worker: run '):]
-                    resume = self.argv('', d, 0)[1]
-                    self.say(f"run    {d} {' '.join(resume)}")
+                    d = line[12:].rstrip('\n')
+                    self.started += 1
+                    self.say(f"run    {d} {self.argv('', d, 0)[1]}")
                 elif line.startswith('worker: end '):
-                    d, rc, seconds = line[len('worker: end '):].rsplit(' ', 2)
+                    d, rc, seconds = line[12:].rsplit(' ', 2)
                     self.end(d, int(rc), float(seconds))
                     ended.add(d)
                 else:
-                    self.say(f"         {line}")  # the worker's own words (an error before or between runs)
+                    self.say(f"         {line.rstrip()}")  # the worker's own words (an error before or between runs)
             rc = self.wait(p) if p else None
             os.remove(listed)
             for _, d, _ in runs:  # a run the worker never ended (it crashed, or was killed): FAILED with its status
                 if d not in ended and not self.stopping and rc is not None:
-                    self.failed += 1
-                    with open(os.path.join(d, 'FAILED'), 'w') as f:
-                        f.write(f'{rc}\n')
+                    self.failed += self.unfail(d, rc)
                     self.say(f"FAILED {d}: its worker ended (exit {rc}) before this run did; see {d}/train.log")
         for _, d, _ in share if self.sweep.analyze else ():
             self.analyze(k, d)
 
     def on_stop(self, signum, frame):
         with self.lock:
-            if self.stopping:
-                return
-            self.stopping = True
-            self.ended.set()  # the progress line ends
-            if self.procs:
-                self.say(f"ablate.sh: stopping: {len(self.procs)} run(s) in progress save a checkpoint at the end of "
-                         f"their step")
-            for p in self.procs:
-                p.send_signal(signal.SIGTERM)
+            if not self.stopping:
+                self.stopping = True
+                self.ended.set()  # the progress line ends
+                if self.procs:
+                    self.say(f"ablate.sh: stopping: {len(self.procs)} run(s) in progress save a checkpoint at the "
+                             f"end of their step")
+                for p in self.procs:
+                    p.send_signal(signal.SIGTERM)
 
-    def progress(self, start):
-        """The progress line: on a terminal one line redrawn each second (say() clears it first); elsewhere a line
-        every PROGRESS_EVERY seconds while a run is running (an hour's sweep adds some 120 lines to its log)."""
+    def progress(self):
+        """On a terminal one line redrawn each second (say() clears it first); elsewhere a line every PROGRESS_EVERY
+        seconds while a run is running (an hour's sweep adds some 120 lines to its log)."""
         every = float(self.env.get('PROGRESS_EVERY') or 30)
-        line, due = Progress(self.sweep, self.args, start), time.time() + every
+        line, due = Progress(self.sweep, self.args, self.start), time.time() + every
         while not self.ended.wait(1.0 if self.tty else min(1.0, every)):
-            if not self.tty and time.time() < due:
-                continue
-            due = time.time() + every
-            try:  # a folder half-written (a run starting) waits for the next look
-                text = line.line(time.time())
-            except (OSError, ValueError, KeyError, TypeError):
-                text = None
-            with self.lock:
-                if self.tty and not self.ended.is_set():
-                    cols = shutil.get_terminal_size((100, 24)).columns
-                    sys.stdout.write('\r' + (text or '')[:cols - 1] + '\033[K')
-                elif text and not self.ended.is_set():
-                    sys.stdout.write(f'progress: {text}\n')
-                sys.stdout.flush()
-        if self.tty:
-            sys.stdout.write('\r\033[K')
+            if self.tty or time.time() >= due:
+                due = time.time() + every
+                try:  # a folder half-written (a run starting) waits for the next look
+                    text = line.line(time.time())
+                except (OSError, ValueError, KeyError, TypeError):
+                    text = None
+                with self.lock:
+                    if self.tty and not self.ended.is_set():
+                        sys.stdout.write('\r' + (text or '')[:shutil.get_terminal_size().columns - 1] + '\033[K')
+                    elif text and not self.ended.is_set():
+                        sys.stdout.write(f'progress: {text}\n')
+                    sys.stdout.flush()
 
     def main(self):
-        start = self.start = time.time()
-        root = self.sweep.root
+        self.start, root = time.time(), self.sweep.root
         print(f"ablate.sh: {announce(self.sweep)}", flush=True)
         if self.gpus:
-            print(f"GPUs {' '.join(gpu_list(self.env))}: {self.jobs} lane(s) of {self.sweep.nproc} process(es), each "
-                  f"on its own GPUs" + (f", each lane's runs in one worker.py (WORKER=0: a process a run)"
-                                        if self.worker else ''), flush=True)
+            print(f"GPUs {' '.join(gpu_list(self.env))}: {self.jobs} lane(s) of {self.sweep.nproc} process(es) each")
+        if self.worker:
+            print(f"ablate.sh: the runs go to {self.jobs} worker process(es) (worker.py), each running its share back "
+                  f"to back (WORKER=0: a process a run)", flush=True)
         if self.jobs > 1 and not os.environ.get('TORCHINDUCTOR_COMPILE_THREADS'):  # torch.compile's workers share
             os.environ['TORCHINDUCTOR_COMPILE_THREADS'] = str(max(1, (os.cpu_count() or 1) // self.jobs))  # the cores
-        todo, skipped = [], 0
-        for cfg, d, seed in self.runs:
-            if os.path.exists(os.path.join(d, 'summary.json')):
+        todo = []
+        for cfg, d, seed in self.runs:  # a finished run: an analysis only, where ANALYZE=1 wants one
+            done = os.path.exists(os.path.join(d, 'summary.json'))
+            if done:
                 self.say(f"skip   {d} (finished)")
-                skipped += 1
-                cfg = None  # an analysis only, where ANALYZE=1 wants one
-            todo.append((cfg, d, seed))
+            todo.append((None if done else cfg, d, seed))
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, self.on_stop)
         if self.worker:
@@ -799,38 +787,42 @@ class Runner:
             for item in todo:
                 shared.put(item)
             lanes = [threading.Thread(target=self.lane, args=(k, shared)) for k in range(self.jobs)]
-        if not self.task and self.env.get('PROGRESS_EVERY', '30') != '0':
-            lanes.append(threading.Thread(target=self.progress, args=(start,), daemon=True))
         for t in lanes:
             t.start()
+        if not self.task and self.env.get('PROGRESS_EVERY', '30') != '0':
+            threading.Thread(target=self.progress, daemon=True).start()
         grace, deadline = float(self.env.get('STOP_GRACE') or 20), None
-        while any(t.is_alive() for t in lanes if not t.daemon):
+        while any(t.is_alive() for t in lanes):
             time.sleep(0.1)
-            if self.stopping and deadline is None:
-                deadline = time.time() + grace
+            deadline = deadline or (self.stopping and time.time() + grace)
             if deadline and time.time() > deadline and self.procs:
                 self.say(f"ablate.sh: {len(self.procs)} run(s) still running {grace:.0f}s after the stop: killed "
                          f"(SIGKILL; STOP_GRACE=<seconds> waits longer); a re-launch resumes them from their last "
                          f"checkpoint")
                 deadline = float('inf')
                 self.kill()
-        self.ended.set()
+        with self.lock:
+            self.ended.set()
+            if self.tty:
+                sys.stdout.write('\r\033[K')
+        skipped = sum(cfg is None for cfg, _, _ in todo)
+        if self.refused:
+            return 2
         if self.stopping:
             self.kill()  # what a run left behind it, in its session
-            left = sum(cfg is not None for cfg, _, _ in todo) - self.started - len(self.busy)
+            left = len(todo) - skipped - self.started - len(self.busy)
             self.say(f"ablate.sh: interrupted ({left} run(s) not started); re-launch the same command to continue")
             return 130
-        busy = len(self.busy)
         skipped = f"{skipped} skipped" + (f" ({self.analyzed} of them analyzed now)" if self.sweep.analyze else '')
-        self.say(f"sweep {root}: {self.done} run, {skipped}, {self.failed} failed, {busy} busy elsewhere, "
-                 f"{time.time() - start:.0f}s")
+        self.say(f"sweep {root}: {self.done} run, {skipped}, {self.failed} failed, {len(self.busy)} busy elsewhere, "
+                 f"{time.time() - self.start:.0f}s")
         rc = 0 if self.task else subprocess.call([self.python, 'report.py', root])  # a Slurm task: the report job's
         if self.failed:
             self.say(f"ablate.sh: {self.failed} run(s) failed (see FAILED above and their train.log); re-launch to "
-                     f"retry them", err=True)
+                     f"retry them", sys.stderr)
         if self.failed_analysis:
             self.say(f"ablate.sh: {self.sweep.analyzer} failed on {self.failed_analysis} finished run(s) (see "
-                     f"analyze.log); re-launch with ANALYZE=1", err=True)
+                     f"analyze.log); re-launch with ANALYZE=1", sys.stderr)
         return 1 if self.failed or self.failed_analysis else rc
 
     def kill(self):
@@ -842,7 +834,7 @@ class Runner:
 
 
 def run(env, args):
-    """The sweeps of this command (one, or one a learning rate), their settings checked first; the exit status."""
+    """The sweeps of this command (one, or one a learning rate), all their settings checked first; the exit status."""
     todo = launches(env, args)
     for e, a in todo:
         sweep = sweep_from_env(e, a)
@@ -864,9 +856,8 @@ def main(argv):
     command, args, env = argv[0] if argv else '', argv[1:], os.environ
     try:
         if command == 'check':
-            for e, a in launches(env, args):
-                note = check(e, a)
-            if note:
+            notes = {check(e, a) for e, a in launches(env, args)} - {None}
+            for note in notes:
                 print(f'ablate.sh: {note}', file=sys.stderr)
         elif command == 'run':
             return run(env, args)
