@@ -1134,18 +1134,19 @@ def test_a_gpu_window_trains_only_the_missing_runs_and_a_cut_run_resumes(tmp_pat
     only the missing ones; the run in progress when the limit comes saves its checkpoint and leaves no summary.json,
     and the next launch resumes it and finishes it."""
     calls, root = tmp_path / 'calls.log', tmp_path / 't'
-    fake = python_for_ablate(tmp_path, stand_ins(calls))
+    fake = python_for_ablate(tmp_path / 'fake', stand_ins(calls))
     sweep(tmp_path, VARIANTS='nanogpt diff', DEPTHS='3L', SEEDS='1', PYTHON=fake, report=False)
     calls.unlink()
     sweep(tmp_path, VARIANTS='nanogpt diff', DEPTHS='3L', SEEDS='1 2', PYTHON=fake, report=False)
     assert sorted(l.split('--out_dir=')[1].split()[0] for l in calls.read_text().splitlines()
                   if l.startswith('train.py')) == [f'{root}/diff_3L_s2', f'{root}/nanogpt_3L_s2']
     # the limit comes during a real run (timeout's own alarm, sent early): it stops with its checkpoint
-    cut = root / 'nanogpt_3L_s3'
+    cut = tmp_path / 'long' / 'nanogpt_3L_s3'
     args = [a for a in TINY if not a.startswith(('--max_iters', '--lr_decay_iters', '--eval_interval'))]
     long = ['--max_iters=100000', '--lr_decay_iters=100000', '--eval_interval=1000']
-    env = dict(os.environ, PROFILE='cpu', VARIANTS='nanogpt', DEPTHS='3L', SEEDS='3', SWEEP='t', RUNS_DIR=str(tmp_path),
-               PYTHON=python_for_ablate(tmp_path), PROGRESS_EVERY='0', OMP_NUM_THREADS='1')
+    env = dict(os.environ, PROFILE='cpu', VARIANTS='nanogpt', DEPTHS='3L', SEEDS='3', SWEEP='long',
+               RUNS_DIR=str(tmp_path),
+               PYTHON=python_for_ablate(tmp_path / 'real'), PROGRESS_EVERY='0', OMP_NUM_THREADS='1')
     p = subprocess.Popen(['timeout', '900', 'bash', os.path.join(ROOT, 'ablate.sh'), *args, *long], env=env,
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.time() + 300
@@ -1198,7 +1199,8 @@ def test_the_lanes_get_their_own_gpus_and_the_runs_in_turn():
 def test_nproc_runs_each_run_under_torchrun(tmp_path):
     """NPROC=2: each run is torchrun's (python -m torch.distributed.run), with no launcher of ours around it."""
     calls = tmp_path / 'calls.log'
+    torchrun = stand_ins(calls).replace('case "$1" in', '[ "$1" = -m ] && shift 4\ncase "$1" in', 1)
     sweep(tmp_path, VARIANTS='nanogpt', DEPTHS='3L', NPROC='2', GPUS='', report=False,
-          PYTHON=python_for_ablate(tmp_path, '[ "$1" = -m ] && shift 4\n' + stand_ins(calls)))
+          PYTHON=python_for_ablate(tmp_path, torchrun))
     line = calls.read_text().splitlines()[0]
     assert line.startswith('-m torch.distributed.run --standalone --nproc_per_node=2 train.py configs/nanogpt_3L.py')
