@@ -1,27 +1,19 @@
 """
-ablate.sh's bookkeeping, where Python does it better than bash: what a sweep is (the profiles, the variants, its
-runs), the checks of ablate.sh's environment variables and extra arguments, the settings a sweep's runs share (kept
-in <sweep>/sweep_settings), whether an analysis is current, and the Slurm submission. ablate.sh keeps the rest: the
-pool of runs at once and their GPUs, starting train.py, stops, FAILED files and exit statuses.
+ablate.sh's sweep: variants x depths x seeds, one run folder each; a finished run is skipped, a stopped one resumed;
+then report.py. ablate.sh's header documents the settings (environment variables), docs/details.md the details.
 
-  python sweep.py check [--key=value ...]    # the environment and every config with the schedule and the extra
-                                             # arguments, as train.py checks them; exit 2 with the reason
-  python sweep.py plan [--key=value ...]     # the sweep as shell assignments, which ablate.sh evals; keeps its
-                                             # settings in sweep_settings, or refuses other ones (exit 2)
-  python sweep.py submit [--key=value ...]   # SLURM=1: an array job of the unfinished runs, report.py's job after it
-  python sweep.py analyzed ANALYSIS RUN      # exit 0 where RUN/ANALYSIS is of the run's last checkpoint
-  python sweep.py progress PID START [--key=value ...]
-                                             # the sweep's progress on stdout while process PID lives (ablate.sh,
-                                             # started at START, in epoch seconds), as PROGRESS_EVERY says
+  python sweep.py check [--key=value ...]   # the settings and every config with them, as train.py checks them
+  python sweep.py run [--key=value ...]     # the sweep (ablate.sh execs this), or SLURM=1's array job
 
-The variables (PROFILE, VARIANTS, DEPTHS, SEEDS, ...) come from the environment, as ablate.sh's header documents.
-No torch here outside `check` (and `progress`, for a run whose config holds its length): report.py imports this
-file for the variants, and a Slurm login node that submits a sweep may have no torch.
+No torch here outside `check` (and the progress line, for a run whose config holds its length): report.py imports
+this file for the variants, and a Slurm login node that submits a sweep may have no torch.
 """
 import ast
+import fcntl
 import glob
 import json
 import os
+import queue
 import re
 import shlex
 import shutil
@@ -29,6 +21,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from contextlib import redirect_stdout
 from dataclasses import dataclass
@@ -38,10 +31,9 @@ from variants import LABELS, PREFIXES, VARIANTS as VARIANT_TABLE
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-# ----------------------------------------------------------------------------- the variants
+# ----------------------------------------------------------------------------- the variants and the profiles
 
-# The variants are variants.py's table (name, label, flags, the seed's column); here as the (name, label, seed's)
-# rows report.py reads. A new variant's comparisons go in PAIRS.
+# variants.py's table as the (name, label, seed's) rows report.py reads. A new variant's comparisons go in PAIRS.
 VARIANTS = [(name, v['label'], v['seed']) for name, v in VARIANT_TABLE.items()]
 # (reference A, variant B): the gaps B - A that the claims are about, in the order results.md lists them, by measure
 PAIRS = dict(
@@ -64,9 +56,6 @@ def with_prefixes(items):
     return list(items) + [add(p, v) for p in PREFIXES for v in items]
 
 
-# ----------------------------------------------------------------------------- the profiles
-
-
 @dataclass(frozen=True)
 class Profile:
     schedule: str  # the train.py arguments of every run ('': the configs hold the schedule)
@@ -81,54 +70,43 @@ class Profile:
 
 DEFAULT_VARIANTS = 'nanogpt diff sym diff_sym norm_sym gated softmax1 diff_gated'  # the seed's five, then ours
 PROFILES = dict(
-    # the seed notes' schedule: a GPU job. Without torch.compile: a GPU runs these small models as CUDA graphs
-    # (train.py's cuda_graph auto), 1.96 ms a 3-layer step against 1.35 compiled too (H200, results/bench_gpu.md),
-    # which saves 3 s of a 5000-step run and costs 40-60 s of compiling a process. An fp16 GPU (no bf16) cannot be
-    # graphed: there these runs are eager
+    # the seed notes' schedule: a GPU job, graphed where it can be (train.py's cuda_graph auto), without
+    # torch.compile: 1.96 ms a 3-layer step against 1.35 compiled too (H200, results/bench_gpu.md), 3 s of a run
+    # against 40-60 s of compiling a process
     full=Profile('--max_iters=5000 --lr_decay_iters=5000 --warmup_iters=100 --dropout=0.2 --eval_interval=250 '
                  '--eval_iters=200 --log_interval=10 --compile=False', '3L 6L 8L'),
     cpu=Profile('--max_iters=150 --lr_decay_iters=150 --warmup_iters=15 --dropout=0.0 --eval_interval=50 '
                 '--eval_iters=10 --log_interval=10 --device=cpu', '3L 6L'),
     # nanoGPT's shakespeare_char learning rate (1e-3, min 1e-4) on 500 steps: about 8 minutes a 3-layer run on 2 CPU
-    # cores in bf16 (about twice that in fp32), far enough past the bigram plateau (2.5) for variants to differ
+    # cores in bf16, far enough past the bigram plateau (2.5) for variants to differ
     cpu_long=Profile('--max_iters=500 --lr_decay_iters=500 --warmup_iters=50 --learning_rate=1e-3 --min_lr=1e-4 '
                      '--dropout=0.0 --eval_interval=100 --eval_iters=20 --log_interval=10 --device=cpu', '3L'),
-    # a first look at the workflow on a laptop: the seed's five at 3L, 100 steps at batch 16 (about half a minute a
-    # run on 2 CPU cores); too short for the variants to separate
+    # a first look at the workflow on a laptop: the seed's five at 3L, 100 steps at batch 16, too short for the
+    # variants to separate; an evaluation every 10 steps, so that each val curve has 11 points
     demo=Profile('--max_iters=100 --lr_decay_iters=100 --warmup_iters=10 --learning_rate=1e-3 --min_lr=1e-4 '
-                 '--batch_size=16 --dropout=0.0 --eval_interval=50 --eval_iters=5 --log_interval=10', '3L',
+                 '--batch_size=16 --dropout=0.0 --eval_interval=10 --eval_iters=5 --log_interval=10', '3L',
                  'nanogpt diff sym diff_sym norm_sym'),
     # GPT-2 small on web text: the configs hold the schedule (a 2.5B-token budget, configs/base_gpt2.py)
     gpt2=Profile('', '124M', 'nanogpt diff diff_sym sym gated softmax1 sym_noself', data='fineweb'),
-    # the sink claims where the baseline has a sink: Bigram-Backcopy (data/bigram_backcopy), 2 layers; the configs
-    # (configs/bb_*_2L.py) hold the schedule, a few minutes a run on one CPU core
+    # the sink claims where the baseline has a sink: Bigram-Backcopy, 2 layers, the configs' schedule
     sink=Profile('', '2L', 'nanogpt softmax1 gated gated_headwise orthoadam softmax1_orthoadam',
                  data='bigram_backcopy', prefix='bb_', records=True),
-    # the retrieval claim where the baseline misses: needles with distractors (data/needle_distractors), 2 layers;
-    # the configs (configs/nd_*_2L.py) hold the schedule, about 2 minutes a run on one CPU core
+    # the retrieval claim where the baseline misses: needles with distractors, 2 layers, the configs' schedule
     retrieval=Profile('', '2L', 'nanogpt diff sym diff_sym gated softmax1', data='needle_distractors', prefix='nd_',
                       records=True, analyzer='needle_eval.py', analysis='needle_eval.json'),
-    # the seed author's loop as far as it is published (results/seed_table_explained.md, commit bcebcfa,
-    # 2026-11-24): as many windows as one epoch over every stride-1 window of the whole text at batch 32 (35,000
-    # steps, ~280 passes over the train split), lr 3e-4, dropout 0.1. Assumed where unpublished: a constant lr and
-    # plain Adam (no weight decay, beta2 0.999, no clipping), as a generated training loop has them. Its losses on
-    # the training text (report.py's "train (eval)") go beside the seed's table; a GPU job, about 16 hours a 3-layer
-    # run on a CPU core
+    # the seed author's loop as far as it is published (results/seed_table_explained.md): one epoch's windows at
+    # batch 32 (35,000 steps), lr 3e-4, dropout 0.1; assumed where unpublished: a constant lr and plain Adam
     seed_pipeline=Profile('--max_iters=35000 --decay_lr=False --learning_rate=3e-4 --weight_decay=0.0 --beta2=0.999 '
                           '--grad_clip=0.0 --dropout=0.1 --eval_interval=2500 --eval_iters=200 --log_interval=10 '
-                          '--compile=False',
-                          '3L 6L 8L'),
+                          '--compile=False', '3L 6L 8L'),
 )
 LEAKS = ('zero_future', 'off_by_one', 'after_norm', 'time_norm')  # model.py's GPTConfig.leak, but 'none'
 
 
 def read_free_on_resume():
     """config.FREE_ON_RESUME, the keys a resume may change (where and how a run is computed, not what it computes),
-    read from config.py's text: importing config imports model and torch, which report.py and a Slurm login node
-    do without."""
-    with open(os.path.join(HERE, 'config.py')) as f:
-        tree = ast.parse(f.read())
-    for node in tree.body:
+    read from config.py's text: importing config imports torch, which report.py and a Slurm login node do without."""
+    for node in ast.parse(open(os.path.join(HERE, 'config.py')).read()).body:
         if isinstance(node, ast.Assign) and [getattr(t, 'id', None) for t in node.targets] == ['FREE_ON_RESUME']:
             return ast.literal_eval(node.value)
     raise RuntimeError("config.py has no FREE_ON_RESUME = (...) of literal strings")
@@ -191,17 +169,17 @@ class Sweep:
     def settings(self, args):
         """What its runs share, as sweep_settings keeps it: the schedule and the extra --key=value (the last of a key
         wins, as in train.py), less the keys that say only where and how a run is computed (FREE_ON_RESUME), sorted."""
-        kept = {}
-        for a in self.schedule + list(args):
-            key = key_value(a)[0]
-            if key not in FREE_ON_RESUME:
-                kept[key] = a
-        return sorted(kept.values())
+        kept = {key_value(a)[0]: a for a in self.schedule + list(args)}
+        return sorted(a for key, a in kept.items() if key not in FREE_ON_RESUME)
 
 
 def sweep_from_env(env, args):
     """The sweep that ablate.sh's environment variables and extra arguments name, checked: a Refused says what is
     wrong, before anything is made."""
+    for a in args:  # what ablate.sh passes on to train.py: --key=value alone (a stray --help used to be a setting)
+        if not re.fullmatch(r'--[A-Za-z_]\w*=.*', a):
+            raise Refused(f"'{a}' is not a --key=value for train.py, the only arguments ablate.sh takes (its "
+                          f"settings are environment variables: ./ablate.sh --help)")
     nproc = whole_number(env, 'NPROC', 'processes a run')
     jobs = whole_number(env, 'JOBS', 'runs at once')
     if choice(env, 'WORKER', 'auto', ('auto', '0', '1')) == '1' and nproc > 1:
@@ -299,13 +277,16 @@ def args_suffix(changed):
     return ''.join('_' + key + re.sub(r'[^A-Za-z0-9.+-]+', '-', value) for key, value in changed.items())
 
 
-def keep_settings(root, settings):
-    """root/sweep_settings: made whole from settings where there is none (a new sweep, or one from before the file),
-    else compared with them. A launch with other settings is Refused: report.py averages a cell's runs as seeds of
-    one setting, and a re-launch would skip a finished run made with others."""
+def keep_settings(root, settings, write=True):
+    """root/sweep_settings: made whole from settings where there is none (write; a new sweep, or one from before the
+    file), else compared with them. A launch with other settings is Refused: report.py averages a cell's runs as
+    seeds of one setting, and a re-launch would skip a finished run made with others."""
     path = os.path.join(root, 'sweep_settings')
     text = '\n'.join(settings)
     if not os.path.exists(path):
+        if not write:
+            return
+        os.makedirs(root, exist_ok=True)
         # a hard link makes the file whole and only where it is absent, so of two launches at once the first wins
         # and the second is compared with it below (a check-then-write let both pass with different settings)
         fd, tmp = tempfile.mkstemp(prefix='.sweep_settings.', dir=root)
@@ -327,7 +308,8 @@ def keep_settings(root, settings):
         raise Refused('\n'.join([f"{root} holds runs made with other settings than this command's:"]
                                 + [f'  the sweep:    {a}' for a in kept if a not in settings]
                                 + [f'  this command: {a}' for a in settings if a not in kept]
-                                + ['  Name a new sweep (SWEEP=<name>), or re-launch with the sweep\'s settings.']))
+                                + [f"  To start afresh: name a new sweep (SWEEP=<name>), or remove {root}. To continue "
+                                   f"it: re-launch with the sweep's settings."]))
 
 
 def slurm_task(env):
@@ -345,6 +327,21 @@ def slurm_task(env):
 
 
 # ----------------------------------------------------------------------------- the commands
+
+def launches(env, args):
+    """(env, args) of each sweep this command runs: one, or with LRS="1e-3 3e-3 ..." one a learning rate, each as the
+    launch SWEEP=<the sweep>_lr<rate> (the rate as written) with --learning_rate=<rate> would be."""
+    rates = (env.get('LRS') or '').split()
+    if not rates:
+        return [(env, list(args))]
+    for r in rates:
+        if not re.fullmatch(r'[0-9.]+(e-?[0-9]+)?', r):
+            raise Refused(f"LRS has '{r}', which is not a learning rate: write numbers, e.g. LRS=\"1e-3 3e-3\"")
+    if any(key_value(a)[0] == 'learning_rate' for a in args):
+        raise Refused("LRS gives each sweep its --learning_rate: drop --learning_rate= from the extra arguments")
+    base = sweep_from_env(env, args).name
+    return [(dict(env, SWEEP=f'{base}_lr{r}'), [*args, f'--learning_rate={r}']) for r in rates]
+
 
 def check(env, args):
     """The environment, then every config of the sweep with the profile's schedule and the extra arguments, checked
@@ -373,22 +370,6 @@ def check(env, args):
     return None
 
 
-def plan(env, args):
-    """The sweep as shell assignments for ablate.sh, after keeping its settings (or refusing them): its folder, the
-    profile's schedule, the analyzer, and the runs as three arrays (config, folder, seed); a Slurm task's one run."""
-    sweep = sweep_from_env(env, args)
-    os.makedirs(sweep.root, exist_ok=True)
-    keep_settings(sweep.root, sweep.settings(args))
-    task, run = slurm_task(env)
-    runs = [run] if task is not None else sweep.runs()
-    values = dict(ROOT=sweep.root, NOTE=announce(sweep), NPROC=sweep.nproc, JOBS=1 if task is not None else sweep.jobs,
-                  ANALYZE=int(sweep.analyze), ANALYZER=sweep.analyzer, ANALYSIS=sweep.analysis,
-                  SLURM=int(env.get('SLURM') == '1'), TASK=task or '', WORKER=env.get('WORKER') or 'auto',
-                  SCHEDULE=sweep.schedule,
-                  RUN_CFG=[r[0] for r in runs], RUN_DIR=[r[1] for r in runs], RUN_SEED=[r[2] for r in runs])
-    return ''.join(assignment(name, value) for name, value in values.items())
-
-
 def announce(sweep):
     """The sweep's first line on the console: its folder, and why it is that one where the extra arguments chose it,
     and the variants left out for want of a config at a depth."""
@@ -396,13 +377,6 @@ def announce(sweep):
     line = f"sweep {sweep.root}" + (f" (a sweep of its own for {own}; SWEEP=<name> names it otherwise)" if own else '')
     left = [f'{v}_{d}' for d in sweep.depths for v in sweep.variants if not os.path.isfile(config_path(v, d))]
     return line + (f"; no config, so left out: {' '.join(left)}" if left else '')
-
-
-def assignment(name, value):
-    """name=value for bash to eval, a list as an array; every word quoted."""
-    if isinstance(value, list):
-        return f"{name}=({' '.join(map(shlex.quote, value))})\n"
-    return f'{name}={shlex.quote(str(value))}\n'
 
 
 def sbatch(*options):
@@ -424,6 +398,7 @@ def submit(env, args):
     if not todo:
         print(f"ablate.sh: every run of {sweep.root} has finished", flush=True)
         os.execvp(python, [python, 'report.py', sweep.root])
+    keep_settings(sweep.root, sweep.settings(args))  # each task compares its settings with these
     listed = f"{sweep.root}/.slurm_runs.{time.strftime('%Y%m%d-%H%M%S')}.{os.getpid()}"
     with open(listed, 'w') as f:
         f.writelines(' '.join(r) + '\n' for r in todo)
@@ -554,76 +529,338 @@ class Progress:
         return f"sweep {self.sweep.root}: {counts}{eta} | " + ', '.join(words for words, _, _ in running)
 
 
-def alive(pid):
-    """Whether process pid exists: ablate.sh, killed or gone, leaves no progress line behind it."""
+# ----------------------------------------------------------------------------- the runs
+
+def gpu_list(env):
+    """GPUS, else CUDA_VISIBLE_DEVICES where it is set (empty: no GPU), else every GPU nvidia-smi lists, else none."""
+    if env.get('GPUS') or 'CUDA_VISIBLE_DEVICES' in env:
+        return (env.get('GPUS') or env['CUDA_VISIBLE_DEVICES']).replace(',', ' ').split()
     try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
+        p = subprocess.run(['nvidia-smi', '--query-gpu=index', '--format=csv,noheader'], capture_output=True, text=True)
+    except OSError:
+        return []
+    return [g for g in p.stdout.split('\n') if re.fullmatch('[0-9]+', g)] if p.returncode == 0 else []
+
+
+def lane_gpus(gpus, jobs, nproc):
+    """Each of the JOBS lanes' CUDA_VISIBLE_DEVICES: its own group of NPROC GPUs, round robin where there are fewer."""
+    return [','.join(gpus[(k * nproc + i) % len(gpus)] for i in range(nproc)) for k in range(jobs)] if gpus else []
+
+
+def locked(d):
+    """Whether another process trains run folder d (train.py holds a lock on d/.lock while it runs)."""
+    try:
+        with open(os.path.join(d, '.lock')) as f:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except FileNotFoundError:
         return False
-    except PermissionError:  # it exists, as another user's
+    except OSError:
+        return True
+    return False
+
+
+def tail(path, n):
+    try:
+        return ''.join(f'\n         {t}' for t in open(path, errors='replace').read().splitlines()[-n:])
+    except OSError:
+        return ''
+
+
+class Runner:
+    """One sweep's runs in JOBS lanes at once, each lane on its own GPUs: a process a run (train.py, or torchrun with
+    NPROC > 1), or with WORKER=1 a lane's runs back to back in one worker.py. Each run's process has a session of its
+    own: a Ctrl-C or SIGTERM to the sweep gives each run in progress one TERM (train.py saves its checkpoint and exits
+    130); STOP_GRACE seconds later whatever is left of them is killed."""
+
+    def __init__(self, sweep, args, env, task, run):
+        self.sweep, self.args, self.env, self.task = sweep, args, env, task
+        self.runs, self.jobs = ([run], 1) if task else (sweep.runs(), sweep.jobs)
+        self.python = env.get('PYTHON') or 'python'
+        self.lock, self.ended = threading.RLock(), threading.Event()
+        self.procs, self.groups, self.busy = set(), [], []  # processes running now, every group started, runs left
+        self.stopping = self.kept = self.refused = False
+        self.done = self.failed = self.failed_analysis = self.started = self.analyzed = 0
+        self.tty = sys.stdout.isatty()
+        gpus = gpu_list(env)
+        if gpus and sweep.nproc > len(gpus):
+            raise Refused(f"NPROC={sweep.nproc} processes a run, but only {len(gpus)} GPU(s): {' '.join(gpus)}")
+        self.gpus = lane_gpus(gpus, self.jobs, sweep.nproc)
+        device = ([''] + [a.split('=', 1)[1] for a in sweep.schedule + args if a.startswith('--device=')])[-1]
+        worker = choice(env, 'WORKER', 'auto', ('auto', '0', '1'))
+        self.worker = worker == '1' or (worker == 'auto' and bool(gpus) and sweep.nproc == 1 and not task
+                                        and not device.startswith(('cpu', 'mps')))
+
+    def say(self, text, out=sys.stdout):
+        with self.lock:
+            out.write(('\r\033[K' if self.tty else '') + text + '\n')
+            out.flush()
+
+    def spawn(self, k, cmd, log, mode='ab', pipe=False):
+        """cmd in a session of its own on lane k's GPUs, its output to log (or a pipe); None once the sweep stops."""
+        env = dict(os.environ, **({'CUDA_VISIBLE_DEVICES': self.gpus[k]} if self.gpus else {}))
+        with self.lock, open(log, mode) as f:
+            if self.stopping:
+                return None
+            p = subprocess.Popen(cmd, stdout=subprocess.PIPE if pipe else f, stderr=subprocess.STDOUT, text=pipe,
+                                 stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+            self.procs.add(p)
+            self.groups.append(p.pid)
+            return p
+
+    def wait(self, p):
+        rc = p.wait()
+        with self.lock:
+            self.procs.discard(p)
+        return rc
+
+    def before(self, d):
+        """Whether run folder d starts now: not once the sweep stops, nor where another process trains it (left to
+        it). The sweep's settings are kept at its first run, so that a launch that trains nothing keeps none."""
+        with self.lock:
+            if self.stopping:
+                return False
+            if locked(d):
+                self.busy.append(d)
+                return self.say(f"busy   {d}: another process is training it; left to it")
+            try:  # a launch at once with other settings may have kept its own since this one looked
+                if not self.kept:
+                    keep_settings(self.sweep.root, self.sweep.settings(self.args))
+                    self.kept = True
+            except Refused as e:
+                self.refused = self.stopping = True
+                return self.say(f"ablate.sh: {e}", sys.stderr)
+            os.makedirs(d, exist_ok=True)
+            return self.unfail(d)
+
+    def unfail(self, d, rc=None):
+        """d/FAILED removed (an earlier attempt's), or written with exit status rc."""
+        path = os.path.join(d, 'FAILED')
+        if rc is not None:
+            with open(path, 'w') as f:
+                f.write(f'{rc}\n')
+        elif os.path.exists(path):
+            os.remove(path)
         return True
 
+    def argv(self, cfg, d, seed):
+        resume = ['--init_from=resume', '--resume_strict=True'] if os.path.exists(os.path.join(d, 'ckpt.pt')) else []
+        return [cfg, *self.sweep.schedule, f'--seed={seed}', f'--out_dir={d}', *resume, *self.args], ' '.join(resume)
 
-def watch(progress, parent, every, out, clock=time.time, sleep=time.sleep):
-    """The progress line while process `parent` lives: on a terminal one line redrawn each second in place (ablate.sh
-    clears it before each of its own lines); elsewhere (a log file, a batch job) a line every `every` seconds while a
-    run is running, so an hour's sweep adds some 120 lines to its log, not thousands."""
-    tty = out.isatty()
-    due = clock() + every
+    def end(self, d, rc, seconds):
+        """A run's end in one line: stopped (train.py's 130, or any exit while the sweep stops: torchrun exits 1
+        after one), busy elsewhere (train.py's 75), FAILED (with its exit status in d/FAILED) or done."""
+        log = os.path.join(d, 'train.log')
+        if rc != 0 and (rc == 130 or self.stopping):
+            at = re.findall(r'stopped at iteration [0-9]+', open(log, errors='replace').read()) or ['']
+            self.say(f"stopped {d}: {at[-1]}")
+        elif rc == 75:
+            self.busy.append(d)
+            self.say(f"busy   {d}: another process is training it; left to it")
+        elif rc != 0:
+            self.failed += self.unfail(d, rc)
+            self.say(f"FAILED {d} (exit {rc}): tail of {log}:{tail(log, 5)}")
+        else:
+            self.done += 1
+            self.say(f"done   {d} in {seconds:.0f}s")
 
-    def line(now):  # a folder half-written (a run starting, a copy) waits for the next look, never ends the line
-        try:
-            return progress.line(now)
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
-    while alive(parent):
-        sleep(1.0 if tty else min(1.0, every))
-        now = clock()
-        if tty:
-            text = line(now) or ''
-            out.write('\r' + text[:shutil.get_terminal_size((100, 24)).columns - 1] + '\033[K')
-        elif now >= due:
-            due = now + every
-            text = line(now)
-            if text is None:
-                continue
-            out.write(f'progress: {text}\n')
-        out.flush()
+    def train(self, k, cfg, d, seed):
+        if self.before(d):
+            self.started += 1
+            argv, resume = self.argv(cfg, d, seed)
+            self.say(f"run    {d} {resume}")
+            nproc = self.sweep.nproc
+            launch = ['-m', 'torch.distributed.run', '--standalone', f'--nproc_per_node={nproc}'] if nproc > 1 else []
+            t0, p = time.time(), self.spawn(k, [self.python, *launch, 'train.py', *argv], os.path.join(d, 'train.log'))
+            if p:
+                self.end(d, self.wait(p), time.time() - t0)
+
+    def analyze(self, k, d):
+        """ANALYZE=1: the analyzer on a finished run's ckpt.pt, where its analysis is not of that checkpoint."""
+        if self.stopping or analyzed(self.sweep.analysis, d) or not os.path.exists(os.path.join(d, 'summary.json')):
+            return
+        if not os.path.exists(os.path.join(d, 'ckpt.pt')):  # e.g. a committed run copied back without it
+            return self.say(f"         {d}: no ckpt.pt, so no analysis")
+        log, what = os.path.join(d, 'analyze.log'), self.sweep.analyzer
+        p = self.unfail(d) and self.spawn(k, [self.python, what, f'--out_dir={d}'], log, 'wb')
+        rc = self.wait(p) if p else None
+        if rc and self.stopping:
+            self.say(f"stopped {d}: {what}; a re-launch with ANALYZE=1 runs it again")
+        elif rc:
+            self.failed_analysis += self.unfail(d, rc)
+            self.say(f"FAILED {d}: {what} (exit {rc}): tail of {log}:{tail(log, 3)}")
+        elif rc == 0:
+            self.analyzed += os.path.getmtime(os.path.join(d, 'summary.json')) < self.start  # a run skipped now
+            self.say(f"analyzed {d}")
+
+    def lane(self, k, todo):
+        """WORKER=0: the next run of the shared list, a process each, until none is left or the sweep stops."""
+        while not self.stopping:
+            try:
+                cfg, d, seed = todo.get_nowait()
+            except queue.Empty:
+                return
+            if cfg:
+                self.train(k, cfg, d, seed)
+            if self.sweep.analyze:
+                self.analyze(k, d)
+
+    def worker_lane(self, k, share):
+        """WORKER=1: lane k's runs (dealt in turn) in one worker.py, its lines said as this sweep's; then ANALYZE's."""
+        runs = [r for r in share if r[0] and self.before(r[1])]
+        listed, ended = os.path.join(self.sweep.root, f'.worker.{os.getpid()}.{k}'), set()
+        if runs:
+            with open(listed, 'w') as f:
+                f.writelines(shlex.join(self.argv(*r)[0]) + '\n' for r in runs)
+            p = self.spawn(k, [self.python, 'worker.py', listed], os.devnull, pipe=True)
+            for line in p.stdout if p else ():
+                if line.startswith('worker: run '):
+                    d = line[12:].rstrip('\n')
+                    self.started += 1
+                    self.say(f"run    {d} {self.argv('', d, 0)[1]}")
+                elif line.startswith('worker: end '):
+                    d, rc, seconds = line[12:].rsplit(' ', 2)
+                    self.end(d, int(rc), float(seconds))
+                    ended.add(d)
+                else:
+                    self.say(f"         {line.rstrip()}")  # the worker's own words (an error before or between runs)
+            rc = self.wait(p) if p else None
+            os.remove(listed)
+            for _, d, _ in runs:  # a run the worker never ended (it crashed, or was killed): FAILED with its status
+                if d not in ended and not self.stopping and rc is not None:
+                    self.failed += self.unfail(d, rc)
+                    self.say(f"FAILED {d}: its worker ended (exit {rc}) before this run did; see {d}/train.log")
+        for _, d, _ in share if self.sweep.analyze else ():
+            self.analyze(k, d)
+
+    def on_stop(self, signum, frame):
+        with self.lock:
+            if not self.stopping:
+                self.stopping = True
+                self.ended.set()  # the progress line ends
+                if self.procs:
+                    self.say(f"ablate.sh: stopping: {len(self.procs)} run(s) in progress save a checkpoint at the "
+                             f"end of their step")
+                for p in self.procs:
+                    p.send_signal(signal.SIGTERM)
+
+    def progress(self):
+        """On a terminal one line redrawn each second (say() clears it first); elsewhere a line every PROGRESS_EVERY
+        seconds while a run is running (an hour's sweep adds some 120 lines to its log)."""
+        every = float(self.env.get('PROGRESS_EVERY') or 30)
+        line, due = Progress(self.sweep, self.args, self.start), time.time() + every
+        while not self.ended.wait(1.0 if self.tty else min(1.0, every)):
+            if self.tty or time.time() >= due:
+                due = time.time() + every
+                try:  # a folder half-written (a run starting) waits for the next look
+                    text = line.line(time.time())
+                except (OSError, ValueError, KeyError, TypeError):
+                    text = None
+                with self.lock:
+                    if self.tty and not self.ended.is_set():
+                        sys.stdout.write('\r' + (text or '')[:shutil.get_terminal_size().columns - 1] + '\033[K')
+                    elif text and not self.ended.is_set():
+                        sys.stdout.write(f'progress: {text}\n')
+                    sys.stdout.flush()
+
+    def main(self):
+        self.start, root = time.time(), self.sweep.root
+        print(f"ablate.sh: {announce(self.sweep)}", flush=True)
+        if self.gpus:
+            print(f"GPUs {' '.join(gpu_list(self.env))}: {self.jobs} lane(s) of {self.sweep.nproc} process(es) each")
+        if self.worker:
+            print(f"ablate.sh: the runs go to {self.jobs} worker process(es) (worker.py), each running its share back "
+                  f"to back (WORKER=0: a process a run)", flush=True)
+        if self.jobs > 1 and not os.environ.get('TORCHINDUCTOR_COMPILE_THREADS'):  # torch.compile's workers share
+            os.environ['TORCHINDUCTOR_COMPILE_THREADS'] = str(max(1, (os.cpu_count() or 1) // self.jobs))  # the cores
+        todo = []
+        for cfg, d, seed in self.runs:  # a finished run: an analysis only, where ANALYZE=1 wants one
+            done = os.path.exists(os.path.join(d, 'summary.json'))
+            if done:
+                self.say(f"skip   {d} (finished)")
+            todo.append((None if done else cfg, d, seed))
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, self.on_stop)
+        if self.worker:
+            lanes = [threading.Thread(target=self.worker_lane, args=(k, todo[k::self.jobs])) for k in range(self.jobs)]
+        else:
+            shared = queue.Queue()
+            for item in todo:
+                shared.put(item)
+            lanes = [threading.Thread(target=self.lane, args=(k, shared)) for k in range(self.jobs)]
+        for t in lanes:
+            t.start()
+        if not self.task and self.env.get('PROGRESS_EVERY', '30') != '0':
+            threading.Thread(target=self.progress, daemon=True).start()
+        grace, deadline = float(self.env.get('STOP_GRACE') or 20), None
+        while any(t.is_alive() for t in lanes):
+            time.sleep(0.1)
+            deadline = deadline or (self.stopping and time.time() + grace)
+            if deadline and time.time() > deadline and self.procs:
+                self.say(f"ablate.sh: {len(self.procs)} run(s) still running {grace:.0f}s after the stop: killed "
+                         f"(SIGKILL; STOP_GRACE=<seconds> waits longer); a re-launch resumes them from their last "
+                         f"checkpoint")
+                deadline = float('inf')
+                self.kill()
+        with self.lock:
+            self.ended.set()
+            if self.tty:
+                sys.stdout.write('\r\033[K')
+        skipped = sum(cfg is None for cfg, _, _ in todo)
+        if self.refused:
+            return 2
+        if self.stopping:
+            self.kill()  # what a run left behind it, in its session
+            left = len(todo) - skipped - self.started - len(self.busy)
+            self.say(f"ablate.sh: interrupted ({left} run(s) not started); re-launch the same command to continue")
+            return 130
+        skipped = f"{skipped} skipped" + (f" ({self.analyzed} of them analyzed now)" if self.sweep.analyze else '')
+        self.say(f"sweep {root}: {self.done} run, {skipped}, {self.failed} failed, {len(self.busy)} busy elsewhere, "
+                 f"{time.time() - self.start:.0f}s")
+        rc = 0 if self.task else subprocess.call([self.python, 'report.py', root])  # a Slurm task: the report job's
+        if self.failed:
+            self.say(f"ablate.sh: {self.failed} run(s) failed (see FAILED above and their train.log); re-launch to "
+                     f"retry them", sys.stderr)
+        if self.failed_analysis:
+            self.say(f"ablate.sh: {self.sweep.analyzer} failed on {self.failed_analysis} finished run(s) (see "
+                     f"analyze.log); re-launch with ANALYZE=1", sys.stderr)
+        return 1 if self.failed or self.failed_analysis else rc
+
+    def kill(self):
+        for pgid in self.groups:
+            try:
+                os.killpg(pgid, signal.SIGKILL)
+            except OSError:
+                pass
 
 
-def progress_main(env, argv):
-    """sweep.py progress PID START [--key=value ...]: ablate.sh's own process, stopped by its TERM (the line cleared
-    on a terminal); a Ctrl-C, which the terminal sends to every process of the sweep, is ablate.sh's to act on."""
-    parent, start, args = int(argv[0]), float(argv[1]), argv[2:]
-    every = float(env.get('PROGRESS_EVERY') or 30)
-
-    def stop(*_):
-        if sys.stdout.isatty():
-            sys.stdout.write('\r\033[K')
-            sys.stdout.flush()
-        os._exit(0)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, stop)
-    watch(Progress(sweep_from_env(env, args), args, start), parent, every, sys.stdout)
-    return 0
+def run(env, args):
+    """The sweeps of this command (one, or one a learning rate), all their settings checked first; the exit status."""
+    todo = launches(env, args)
+    for e, a in todo:
+        sweep = sweep_from_env(e, a)
+        keep_settings(sweep.root, sweep.settings(a), write=False)  # refused before anything is made
+    rc = 0
+    for e, a in todo:
+        task, one = slurm_task(e)
+        if e.get('SLURM') == '1' and task is None:
+            status = submit(e, a)
+        else:
+            status = Runner(sweep_from_env(e, a), a, e, task, one).main()
+        if status == 130:
+            return 130
+        rc = 1 if 1 in (rc, status) else status or rc
+    return rc
 
 
 def main(argv):
     command, args, env = argv[0] if argv else '', argv[1:], os.environ
     try:
         if command == 'check':
-            note = check(env, args)
-            if note:
+            notes = {check(e, a) for e, a in launches(env, args)} - {None}
+            for note in notes:
                 print(f'ablate.sh: {note}', file=sys.stderr)
-        elif command == 'plan':
-            print(plan(env, args), end='')
-        elif command == 'submit':
-            return submit(env, args)
-        elif command == 'analyzed' and len(args) == 2:
-            return 0 if analyzed(*args) else 1
-        elif command == 'progress' and len(args) >= 2:
-            return progress_main(env, args)
+        elif command == 'run':
+            return run(env, args)
         else:
             print(__doc__.split('\n\n')[1], file=sys.stderr)
             return 2

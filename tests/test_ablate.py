@@ -111,53 +111,28 @@ def test_ablate_refuses_the_extra_arguments_it_sets_per_run(tmp_path):
         assert f"{arg.split('=')[0]} is the sweep's to set" in out and 'run    ' not in out, out
 
 
-@pytest.mark.parametrize('flock', ['real', 'missing'])  # missing: train.py's refusal (exit 75) is what tells
-def test_ablate_leaves_a_run_that_another_process_trains_alone(tmp_path, flock):
+def test_ablate_leaves_a_run_that_another_process_trains_alone(tmp_path):
     """A second launch of a sweep (or a Slurm resubmit) while a run trains: that run is left to its process, with
     no FAILED file and nothing appended to its train.log, and the sweep does the rest."""
     root = tmp_path / 't'
     busy = root / 'nanogpt_3L_s1337'
     busy.mkdir(parents=True)
-    env = {}
-    if flock == 'missing':
-        bin_dir = tmp_path / 'bin'
-        bin_dir.mkdir()
-        (bin_dir / 'flock').write_text('#!/bin/sh\nexit 0\n')  # "not locked": the launch goes ahead
-        (bin_dir / 'flock').chmod(0o755)
-        env['PATH'] = f"{bin_dir}:{os.environ['PATH']}"
     holder = subprocess.Popen([sys.executable, '-c', "import fcntl, sys, time\nf = open(sys.argv[1], 'a+')\n"
                                "fcntl.flock(f, fcntl.LOCK_EX)\nf.write('pid 1 on elsewhere')\nf.flush()\n"
                                "print('locked', flush=True)\ntime.sleep(600)", str(busy / '.lock')],
                               stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == 'locked'
-        out = sweep(tmp_path, VARIANTS='nanogpt diff_sym', DEPTHS='3L', report=False, **env)
+        out = sweep(tmp_path, VARIANTS='nanogpt diff_sym', DEPTHS='3L', report=False)
     finally:
         holder.kill()
         holder.wait()
     assert f'busy   {busy}' in out and '1 run, 0 skipped, 0 failed, 1 busy elsewhere' in out, out
     assert not (busy / 'FAILED').exists() and not (busy / 'ckpt.pt').exists()
     assert (root / 'diff_sym_3L_s1337' / 'summary.json').exists()
-    if flock == 'real':
-        assert not (busy / 'train.log').exists()
+    assert not (busy / 'train.log').exists()
 
 
-def test_ablate_does_not_start_a_run_after_a_stop_that_came_before_its_python(tmp_path):
-    """The stop's pkill reaches only the runs whose python has started; one still in its launch must not start
-    after it. A `flock` stand-in (ablate.sh asks it whether a run's lock file is held) sends the stop at that
-    moment, waits for it to be under way, and answers "not held"."""
-    run = tmp_path / 't' / 'nanogpt_3L_s1337'
-    run.mkdir(parents=True)
-    (run / '.lock').write_text('')  # as a killed run leaves it
-    bin_dir = tmp_path / 'bin'
-    bin_dir.mkdir()
-    (bin_dir / 'flock').write_text('#!/bin/bash\ntrap "" TERM\nkill -TERM $(ps -o ppid= -p $PPID)\n'
-                                   'stop="$(dirname "$(dirname "$2")")/.stopping"\n'
-                                   'for i in $(seq 100); do [ -f "$stop" ] && exit 0; sleep 0.1; done\nexit 0\n')
-    (bin_dir / 'flock').chmod(0o755)
-    out = sweep(tmp_path, rc=130, VARIANTS='nanogpt', DEPTHS='3L', PATH=f"{bin_dir}:{os.environ['PATH']}")
-    assert f'stopped {run}: not started' in out, out
-    assert not (run / 'train.log').exists() and not (run / 'ckpt.pt').exists()
 
 
 def test_ablate_exits_nonzero_when_runs_failed_after_writing_the_report(tmp_path):
@@ -366,7 +341,6 @@ def test_ablate_worker_runs_the_runs_a_process_a_run_makes(tmp_path):
     out = sweep(tmp_path / 'w', WORKER='1', **kw)
     assert 'the runs go to 2 worker process(es)' in out and 'the runs go to' not in one
     assert out.count('done   ') == one.count('done   ') == 4 and '4 run, 0 skipped, 0 failed, 0 busy' in out, out
-    assert 'outside its clock' in out  # each done line from a worker
     a, b = summaries(tmp_path / 'one' / 't'), summaries(tmp_path / 'w' / 't')
     assert sorted(a) == sorted(b) == ['diff_sym_3L_s1', 'diff_sym_3L_s2', 'nanogpt_3L_s1', 'nanogpt_3L_s2']
     for name in a:  # same batches, same arithmetic
@@ -392,19 +366,6 @@ def test_ablate_worker_runs_the_runs_a_process_a_run_makes(tmp_path):
     sweep(tmp_path / 'x', rc=2, WORKER='1', NPROC='2')
 
 
-def test_ablate_worker_analyses_its_runs_after_them(tmp_path):
-    """WORKER=1 with ANALYZE=1: each worker's finished runs are analysed once its runs are done (analyze.py's
-    stand-in writes the run's last iteration), and a re-launch analyses only a finished run whose analysis is
-    missing."""
-    python = python_for_ablate(tmp_path, 'case "$1" in analyze.py) echo \'{"iter": 2}\' > "${2#--out_dir=}/analysis.json"'
-                                         f'; exit 0 ;; report.py) exit 0 ;; esac\nexec {sys.executable} "$@"')
-    kw = dict(VARIANTS='nanogpt', DEPTHS='3L', SEEDS='1 2', JOBS='2', WORKER='1', ANALYZE='1', PYTHON=python)
-    out = sweep(tmp_path, report=False, **kw)
-    assert sum(l.startswith('analyzed ') for l in out.splitlines()) == 2 and out.count('done   ') == 2, out
-    os.remove(tmp_path / 't' / 'nanogpt_3L_s2' / 'analysis.json')
-    out = sweep(tmp_path, report=False, **kw)
-    assert '0 run, 2 skipped (1 of them analyzed now)' in out and f"analyzed {tmp_path / 't' / 'nanogpt_3L_s2'}" in out
-    assert (tmp_path / 't' / 'nanogpt_3L_s2' / 'analysis.json').exists()
 
 
 def worker_pids(where):
@@ -442,23 +403,6 @@ def test_ablate_sigterm_stops_every_worker(tmp_path):
         kill_left(p, started + worker_pids(tmp_path))
 
 
-def test_ablate_stops_within_seconds_inside_an_evaluation(tmp_path):
-    """A long evaluation (here 100000 batches at step 0) no longer holds a stop back until it ends."""
-    env = dict(os.environ, PROFILE='cpu', VARIANTS='nanogpt', DEPTHS='3L', SWEEP='t', RUNS_DIR=str(tmp_path),
-               PYTHON=sys.executable, PYTHONUNBUFFERED='1')  # train.log shows the start line at once
-    args = [a for a in TINY if not a.startswith('--eval_iters')]
-    p = subprocess.Popen(['bash', os.path.join(ROOT, 'ablate.sh'), *args, '--eval_iters=100000'], env=env,
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    log = tmp_path / 't' / 'nanogpt_3L_s1337' / 'train.log'
-    deadline = time.time() + 120
-    while not (log.exists() and 'tokens per iteration' in log.read_text()) and time.time() < deadline:
-        time.sleep(0.2)
-    time.sleep(1)
-    t0 = time.time()
-    p.send_signal(signal.SIGTERM)
-    out = p.communicate(timeout=300)[0]
-    assert p.returncode == 130 and time.time() - t0 < 15, out
-    assert 'FAILED' not in out and 'no step had finished, so nothing was saved' in log.read_text()
 
 
 def test_ablate_without_a_profile_on_a_cpu_says_which_to_pick(tmp_path):
@@ -561,7 +505,8 @@ def test_ablate_counts_a_launcher_that_exits_1_after_a_stop_as_stopped(tmp_path)
                         "signal.signal(signal.SIGTERM, lambda s, f: p.send_signal(s))\n"
                         "rc = p.wait()\nsys.exit(1 if rc == 130 else rc)\n")
     wrapper = tmp_path / 'python'
-    wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} {launcher} \"$@\"\n")
+    wrapper.write_text(f"#!/bin/sh\n[ \"$1\" = sweep.py ] && exec {sys.executable} \"$@\"\n"
+                       f"exec {sys.executable} {launcher} \"$@\"\n")
     wrapper.chmod(0o755)
     env = dict(os.environ, PROFILE='cpu', VARIANTS='nanogpt', DEPTHS='3L', SWEEP='t', RUNS_DIR=str(tmp_path),
                PYTHON=str(wrapper))
@@ -602,7 +547,7 @@ def test_ablate_spreads_its_slots_over_every_gpu(tmp_path, gpus, expected):
     runs = [l.split(' ', 1) for l in (tmp_path / 'gpus.log').read_text().splitlines()]
     assert len(runs) == 3 and {g for g, _ in runs} == expected, runs
     if not gpus:  # three slots, three GPUs: one run on each
-        assert sorted(g for g, _ in runs) == ['0', '1', '2'] and 'GPUs 0 1 2: 3 slot(s)' in out
+        assert sorted(g for g, _ in runs) == ['0', '1', '2'] and 'GPUs 0 1 2: 3 lane(s)' in out
 
 
 @pytest.mark.parametrize('smi', ["printf '0\\n1\\n'", "echo 'NVIDIA-SMI has failed'; exit 9"])
@@ -800,7 +745,7 @@ def test_launches_at_once_with_other_settings_into_one_new_sweep_leave_one_setti
     """Six launches started together into a sweep that does not exist yet, each with its own dropout: one writes
     the sweep's settings, whole, and the other five are refused against them, before any of their runs (the old
     check-then-write let several through, each then training under its own settings in one sweep)."""
-    # the worst order: each launch's `sweep.py plan` runs here, looks for sweep_settings, finds none, and waits at a
+    # the worst order: each launch's `sweep.py run` runs here, looks for sweep_settings, finds none, and waits at a
     # gate (a lock the test holds) until all six have looked; releasing it wakes them at once, each sure the file is
     # absent, so a check-then-write lets every one through. (A lock, not a fifo: a reader that opened the fifo after
     # its writer had come and gone waited for ever; a late one here passes at once.)
@@ -814,7 +759,7 @@ def test_launches_at_once_with_other_settings_into_one_new_sweep_leave_one_setti
                      "    return seen\n\n\n"
                      "os.path.exists = looked\nsys.exit(sweep.main(sys.argv[2:]))\n")
     wrapper = python_for_ablate(tmp_path, f'case "$*" in *train.py*) echo "$*" >> {log} ;; esac',
-                                before=f'[ "$1 $2" = "sweep.py plan" ] && exec {sys.executable} {gated} "$@"')
+                                before=f'[ "$1 $2" = "sweep.py run" ] && exec {sys.executable} {gated} "$@"')
     env = dict(os.environ, RUNS_DIR=str(tmp_path), PYTHON=wrapper, PROFILE='demo', VARIANTS='nanogpt', SWEEP='s')
     held = open(gate, 'w')
     fcntl.flock(held, fcntl.LOCK_EX)
@@ -977,8 +922,7 @@ def bash4_constructs(text):
 def test_ablate_sh_is_bash_3_2():
     """ablate.sh runs under macOS's bash 3.2: none of bash 4's constructs, and no command that macOS lacks. (No bash
     3.2 here to run it in; test_ablate_runs_under_bash_3_2 does where there is one.)"""
-    for script in ('ablate.sh', 'evidence/loan.sh'):
-        assert bash4_constructs(open(os.path.join(ROOT, script)).read()) == [], script
+    assert bash4_constructs(open(os.path.join(ROOT, 'ablate.sh')).read()) == []
     sample = ('declare -A seen\nwhile [ $n -gt 0 ]; do wait -n; done\nmapfile -t runs < list\necho "${v,,} ${v^^}"\n'
               'cmd &>> log\ncmd |& tee\nflock -n "$d/.lock" true  # a comment: wait -n\ntaskset -c 0 python\n'
               'command -v flock >/dev/null && flock -n x true\n# declare -A in a comment\nlocal -n ref=$1\n')
@@ -1018,7 +962,7 @@ def test_ablate_runs_under_bash_3_2(tmp_path):
            '--resume_strict=True' in calls and calls[-1] == f'report.py {root}'
     p = subprocess.run([bash, os.path.join(ROOT, 'ablate.sh')], env=dict(env, ANALYZE='1'), capture_output=True,
                        text=True, timeout=120)
-    assert p.returncode == 0 and '1 run, 3 skipped (3 of them analyzed now), 0 failed' in p.stdout, p.stdout + p.stderr
+    assert p.returncode == 0 and '1 run, 3 skipped, 0 failed' in p.stdout, p.stdout + p.stderr
 
 
 def test_many_jobs_share_the_cores_among_their_compile_workers(tmp_path):
@@ -1082,72 +1026,9 @@ def test_progress_says_runs_done_running_and_left_with_each_run_s_iteration_and_
     assert progress.line(start + 50) is None  # nothing running: nothing to say
 
 
-class _Clock:
-    """A clock and a sleep for watch(): simulated seconds, the watch stopped after `until` of them."""
-    def __init__(self, until):
-        self.now, self.until = 0.0, until
-
-    def sleep(self, s):
-        self.now += s
-        if self.now > self.until:
-            raise _Stop
-
-    def __call__(self):
-        return self.now
-
-
-class _Stop(Exception):
-    pass
-
-
-class _Out(list):
-    def __init__(self, tty):
-        super().__init__()
-        self.tty = tty
-
-    def isatty(self):
-        return self.tty
-
-    def write(self, s):
-        self.append(s)
-
-    def flush(self):
-        pass
-
-
-class _Line:
-    def __init__(self, text):
-        self.text = text
-
-    def line(self, now):
-        return self.text
-
-
-@pytest.mark.parametrize('tty', [False, True])
-def test_progress_neither_floods_a_log_nor_scrolls_a_terminal(tty):
-    """Off a terminal, a line every PROGRESS_EVERY seconds (3 in 95 s at 30), none while nothing runs; on a terminal
-    one line redrawn in place each second ('\\r', then the line cut to the terminal's width, then clear to its end),
-    never a new line."""
-    out, clock = _Out(tty), _Clock(95)
-    with pytest.raises(_Stop):
-        sweep_py.watch(_Line('sweep runs/t: 0 finished, 1 running, 4 left | nanogpt_3L_s1 10/100' + ' x' * 200),
-                       os.getpid(), 30, out, clock=clock, sleep=clock.sleep)
-    if tty:
-        assert len(out) == 95 and not any('\n' in s for s in out)
-        assert all(s.startswith('\rsweep runs/t: 0 finished') and s.endswith('\033[K') for s in out)
-        assert max(len(s) for s in out) <= shutil.get_terminal_size((100, 24)).columns + 3
-    else:
-        assert out == ['progress: sweep runs/t: 0 finished, 1 running, 4 left | nanogpt_3L_s1 10/100' + ' x' * 200
-                       + '\n'] * 3
-    out, clock = _Out(False), _Clock(95)
-    with pytest.raises(_Stop):
-        sweep_py.watch(_Line(None), os.getpid(), 30, out, clock=clock, sleep=clock.sleep)
-    assert out == []
-
-
-def test_ablate_shows_progress_and_leaves_no_progress_process(tmp_path):
+def test_ablate_shows_progress_before_its_last_line(tmp_path):
     """PROGRESS_EVERY=1: the sweep's console says where its runs are (a stand-in train.py writes its records a
-    second apart), before the sweep's last line and never after it; sweep.py progress ends with the sweep."""
+    second apart), before the sweep's last line and never after it."""
     train = ('case "$1" in train.py) for a in "$@"; do case "$a" in --out_dir=*) d=${a#--out_dir=} ;; esac; done\n'
              '  for i in 1 2; do sleep 1; echo "{\\"iter\\": $i, \\"kind\\": \\"train\\", \\"ms_per_iter\\": 1000}" '
              '>> "$d/log.jsonl"; done; sleep 1\n'
@@ -1167,6 +1048,159 @@ def test_ablate_shows_progress_and_leaves_no_progress_process(tmp_path):
                and 'diff_sym_3L_s1337' in l for l in shown), out
     summary = next(i for i, l in enumerate(lines) if l.startswith(f'sweep {root}: 2 run'))
     assert all(i < summary for i, l in enumerate(lines) if l.startswith('progress: ')), out
-    mine = [pid for pid in os.listdir('/proc') if pid.isdigit() and f'progress\0{p.pid}\0'.encode()
-            in open(f'/proc/{pid}/cmdline', 'rb').read()] if os.path.isdir('/proc') else []
-    assert mine == []
+
+
+# --- what a new user meets (issue 64), a GPU window, the learning-rate sweep (issue 65), the lanes
+
+
+@pytest.mark.parametrize('arg', ['--help', '-h'])
+def test_ablate_help_prints_its_usage_and_makes_nothing(tmp_path, arg):
+    out = sweep(tmp_path, arg, VARIANTS='nanogpt', DEPTHS='3L')
+    assert 'PROFILE' in out and 'LRS' in out and not (tmp_path / 't').exists()
+
+
+@pytest.mark.parametrize('arg', ['--dropout', 'dropout=0.1', 'configs/nanogpt_3L.py'])
+def test_ablate_refuses_an_argument_that_is_not_key_value_before_anything_is_made(tmp_path, arg):
+    out = sweep(tmp_path, arg, rc=2, VARIANTS='nanogpt', DEPTHS='3L')
+    assert f"'{arg}'" in out and not (tmp_path / 't').exists(), out
+
+
+def test_a_refusal_over_a_sweep_s_settings_says_how_to_start_afresh(tmp_path):
+    calls, root = tmp_path / 'calls.log', tmp_path / 't'
+    env = dict(PYTHON=python_for_ablate(tmp_path, stand_ins(calls)), VARIANTS='nanogpt', DEPTHS='3L')
+    sweep(tmp_path, **env)
+    out = sweep(tmp_path, '--dropout=0.3', rc=2, **env)
+    assert 'SWEEP=<name>' in out and f'remove {root}' in out and 'this command: --dropout=0.3' in out
+    assert calls.read_text().count('train.py') == 1  # the refused launch trained nothing
+
+
+def test_a_launch_that_trains_nothing_keeps_no_settings(tmp_path):
+    """A launch whose one run is busy elsewhere trains nothing: it keeps no sweep_settings (which would bind the
+    next launch to its settings)."""
+    root = tmp_path / 't'
+    (root / 'nanogpt_3L_s1337').mkdir(parents=True)
+    holder = subprocess.Popen([sys.executable, '-c', "import fcntl, sys, time\nf = open(sys.argv[1], 'a+')\n"
+                               "fcntl.flock(f, fcntl.LOCK_EX)\nprint('locked', flush=True)\ntime.sleep(600)",
+                               str(root / 'nanogpt_3L_s1337' / '.lock')], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == 'locked'
+        out = sweep(tmp_path, VARIANTS='nanogpt', DEPTHS='3L', report=False,
+                    PYTHON=python_for_ablate(tmp_path, stand_ins(tmp_path / 'calls.log')))
+    finally:
+        holder.kill()
+        holder.wait()
+    assert '1 busy elsewhere' in out and not (root / 'sweep_settings').exists(), out
+
+
+def test_the_demo_profile_evaluates_often_enough_for_its_curves(tmp_path):
+    """The demo's schedule, on a tiny model: its val curve has at least 8 points (it had 3)."""
+    demo = sweep_py.PROFILES['demo'].schedule.split()
+    tiny = ['--n_embd=16', '--n_head=2', '--block_size=16', '--batch_size=2', '--eval_iters=1', '--device=cpu']
+    p = subprocess.run([sys.executable, 'train.py', 'configs/nanogpt_3L.py', *demo, *tiny, f'--out_dir={tmp_path}'],
+                       cwd=ROOT, capture_output=True, text=True, timeout=600, env=dict(os.environ, OMP_NUM_THREADS='1'))
+    assert p.returncode == 0, p.stderr
+    evals = [r for r in map(json.loads, open(tmp_path / 'log.jsonl')) if r['kind'] == 'eval']
+    assert len({r['iter'] for r in evals}) >= 8
+
+
+def test_ablate_stop_says_one_line_a_run_and_nothing_after(tmp_path):
+    """A Ctrl-C from a terminal reaches every process of its group: the sweep says it is stopping, then one line a
+    run in progress, each saving its checkpoint; no shell's `Terminated`, no `stopping: 0 run(s)` after them."""
+    env = dict(os.environ, PROFILE='cpu', VARIANTS='nanogpt diff', DEPTHS='3L', SWEEP='t', JOBS='2',
+               RUNS_DIR=str(tmp_path), PYTHON=python_for_ablate(tmp_path), PROGRESS_EVERY='0', OMP_NUM_THREADS='1')
+    args = [a for a in TINY if not a.startswith(('--max_iters', '--lr_decay_iters', '--eval_interval'))]
+    p = subprocess.Popen(['bash', os.path.join(ROOT, 'ablate.sh'), *args, '--max_iters=100000',
+                          '--lr_decay_iters=100000', '--eval_interval=1000'], env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    logs = [tmp_path / 't' / f'{v}_3L_s1337' / 'log.jsonl' for v in ('nanogpt', 'diff')]
+    try:
+        deadline = time.time() + 300
+        while not all(l.exists() and '"kind": "train"' in l.read_text() for l in logs) and time.time() < deadline:
+            time.sleep(0.5)
+        os.killpg(p.pid, signal.SIGINT)  # as a terminal's Ctrl-C: to the whole process group
+        out = p.communicate(timeout=300)[0]
+    finally:
+        kill_left(p, [])
+    lines = out.splitlines()
+    stopped = [i for i, l in enumerate(lines) if l.startswith('stopped ')]
+    assert p.returncode == 130 and len(stopped) == 2 and 'Terminated' not in out, out
+    stopping = [i for i, l in enumerate(lines) if 'stopping:' in l]
+    assert stopping == [min(stopped) - 1] and 'stopping: 2 run(s)' in lines[stopping[0]], out
+    assert all((l.parent / 'ckpt.pt').exists() for l in logs)
+
+
+def test_a_gpu_window_trains_only_the_missing_runs_and_a_cut_run_resumes(tmp_path):
+    """A GPU window: `timeout LIMIT env RUNS_DIR=results ./ablate.sh` into a folder that holds finished runs trains
+    only the missing ones; the run in progress when the limit comes saves its checkpoint and leaves no summary.json,
+    and the next launch resumes it and finishes it."""
+    calls, root = tmp_path / 'calls.log', tmp_path / 't'
+    fake = python_for_ablate(tmp_path / 'fake', stand_ins(calls))
+    sweep(tmp_path, VARIANTS='nanogpt diff', DEPTHS='3L', SEEDS='1', PYTHON=fake, report=False)
+    calls.unlink()
+    sweep(tmp_path, VARIANTS='nanogpt diff', DEPTHS='3L', SEEDS='1 2', PYTHON=fake, report=False)
+    assert sorted(l.split('--out_dir=')[1].split()[0] for l in calls.read_text().splitlines()
+                  if l.startswith('train.py')) == [f'{root}/diff_3L_s2', f'{root}/nanogpt_3L_s2']
+    # the limit comes during a real run (timeout's own alarm, sent early): it stops with its checkpoint
+    cut = tmp_path / 'long' / 'nanogpt_3L_s3'
+    args = [a for a in TINY if not a.startswith(('--max_iters', '--lr_decay_iters', '--eval_interval'))]
+    long = ['--max_iters=100000', '--lr_decay_iters=100000', '--eval_interval=1000']
+    env = dict(os.environ, PROFILE='cpu', VARIANTS='nanogpt', DEPTHS='3L', SEEDS='3', SWEEP='long',
+               RUNS_DIR=str(tmp_path),
+               PYTHON=python_for_ablate(tmp_path / 'real'), PROGRESS_EVERY='0', OMP_NUM_THREADS='1')
+    p = subprocess.Popen(['timeout', '900', 'bash', os.path.join(ROOT, 'ablate.sh'), *args, *long], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + 300
+    while not ((cut / 'log.jsonl').exists() and '"kind": "train"' in (cut / 'log.jsonl').read_text()) \
+            and time.time() < deadline:
+        time.sleep(0.5)
+    p.send_signal(signal.SIGALRM)  # timeout's alarm: what its limit does, sooner
+    out = p.communicate(timeout=300)[0]
+    assert p.returncode == 124 and f'stopped {cut}: stopped at iteration' in out, out
+    assert (cut / 'ckpt.pt').exists() and not (cut / 'summary.json').exists()
+    out = subprocess.run(['bash', os.path.join(ROOT, 'ablate.sh'), *args, *long], env=dict(env, PYTHON=fake),
+                         capture_output=True, text=True, timeout=300).stdout
+    assert f'run    {cut} --init_from=resume --resume_strict=True' in out and (cut / 'summary.json').exists()
+
+
+def test_lrs_makes_the_folders_and_settings_of_one_launch_a_rate(tmp_path):
+    """LRS="1e-3 3e-2": the sweeps and sweep_settings that SWEEP=shakespeare_cpu_long_lr<rate> with
+    --learning_rate=<rate> makes (the runs of issue 65), so a launch over folders made that way skips their runs."""
+    calls = tmp_path / 'calls.log'
+    env = dict(os.environ, PROFILE='cpu_long', VARIANTS='nanogpt gated', SEEDS='1', RUNS_DIR=str(tmp_path),
+               PYTHON=python_for_ablate(tmp_path, '[ "$1" = report.py ] && exit 0\n' + stand_ins(calls)))
+
+    def launch(*args, rc=0, **more):
+        p = subprocess.run(['bash', os.path.join(ROOT, 'ablate.sh'), *args], env=dict(env, **more),
+                           capture_output=True, text=True, timeout=300)
+        assert p.returncode == rc, p.stdout + p.stderr
+        return p.stdout
+    launch('--learning_rate=3e-2', SWEEP='shakespeare_cpu_long_lr3e-2')
+    settings = (tmp_path / 'shakespeare_cpu_long_lr3e-2' / 'sweep_settings').read_text().splitlines()
+    assert settings == ['--dropout=0.0', '--eval_interval=100', '--eval_iters=20', '--learning_rate=3e-2',
+                        '--lr_decay_iters=500', '--max_iters=500', '--min_lr=1e-4', '--warmup_iters=50']
+    calls.unlink()
+    out = launch(LRS='1e-3 3e-2')
+    trained = [l for l in calls.read_text().splitlines() if l.startswith('train.py')]
+    assert len(trained) == 2 and all('--learning_rate=1e-3' in l for l in trained), trained
+    assert [l.split()[1] for l in out.splitlines() if l.startswith('skip')] == \
+        [f'{tmp_path}/shakespeare_cpu_long_lr3e-2/{r}_3L_s1' for r in ('nanogpt', 'gated')]
+    assert (tmp_path / 'shakespeare_cpu_long_lr1e-3' / 'sweep_settings').read_text().splitlines() == \
+        [a.replace('3e-2', '1e-3') for a in settings]
+    launch('--learning_rate=1e-2', rc=2, LRS='1e-3')  # the rate is LRS's to give
+
+
+def test_the_lanes_get_their_own_gpus_and_the_runs_in_turn():
+    assert sweep_py.lane_gpus(['0', '1', '2'], 3, 1) == ['0', '1', '2']
+    assert sweep_py.lane_gpus(['0', '1', '2'], 4, 1) == ['0', '1', '2', '0']  # round robin past the last
+    assert sweep_py.lane_gpus(['4', '5', '6', '7'], 2, 2) == ['4,5', '6,7']  # NPROC=2: a group each
+    assert sweep_py.lane_gpus([], 2, 1) == []
+
+
+def test_nproc_runs_each_run_under_torchrun(tmp_path):
+    """NPROC=2: each run is torchrun's (python -m torch.distributed.run), with no launcher of ours around it."""
+    calls = tmp_path / 'calls.log'
+    torchrun = stand_ins(calls).replace('case "$1" in', '[ "$1" = -m ] && shift 4\ncase "$1" in', 1)
+    sweep(tmp_path, VARIANTS='nanogpt', DEPTHS='3L', NPROC='2', GPUS='', report=False,
+          PYTHON=python_for_ablate(tmp_path, torchrun))
+    line = calls.read_text().splitlines()[0]
+    assert line.startswith('-m torch.distributed.run --standalone --nproc_per_node=2 train.py configs/nanogpt_3L.py')

@@ -16,7 +16,6 @@ sys.path.insert(0, ROOT)
 import variants  # noqa: E402
 
 sys.path.insert(0, os.path.join(ROOT, 'evidence'))
-import gpu_queue  # noqa: E402
 
 
 def tracked(*patterns):
@@ -74,21 +73,14 @@ def names_a_heading(name, heads):
     return any(h == name or (h.startswith(name) and not h[len(name)].isalnum()) for h in heads)
 
 
-def queued_folders():
-    """The results/ folders the GPU queue's jobs write (evidence/gpu_queue.py): named before their runs are collected,
-    so a pointer to one need not exist yet."""
-    return {f'results/{launch.sweep}' for job in gpu_queue.queue() for launch in job.launches}
-
-
 def stale_pointers(files):
-    """(file, line, what) of each pointer whose target file or section is missing (a queued folder is not missing)."""
-    found, queued = [], queued_folders()
+    """(file, line, what) of each pointer whose target file or section is missing."""
+    found = []
     for path in files:
         text = read(path)
         line = lambda m: text.count('\n', 0, m.start()) + 1  # noqa: E731
         for m in PATH.finditer(text):
-            if not os.path.exists(os.path.join(ROOT, m[1])) and m[1].rstrip('/') not in queued \
-                    and not elsewhere(text[:m.start()]):
+            if not os.path.exists(os.path.join(ROOT, m[1])) and not elsewhere(text[:m.start()]):
                 found.append((path, line(m), f'{m[1]}: no such file'))
         for m in SECTION.finditer(text):
             target = 'README.md' if m[1].startswith('README') else m[1]
