@@ -62,21 +62,21 @@ def cells(line):
 
 # ----------------------------------------------------------------------------- Student's t
 
-def test_t_test_interval_and_p_match_the_table_and_closed_forms():
-    """t_test's 95% interval is diff +- t(0.975, df) se, t from any printed table (1.960: the normal limit); its p is
-    the two-sided tail, in closed form for df = 1 (Cauchy: 1 - 2 atan|t| / pi) and df = 2 (1 - |t| / sqrt(2 + t^2)),
-    and 0.05 at the interval's end, fractional (Welch's) df too."""
-    table = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 10: 2.228, 20: 2.086, 30: 2.042, 1e6: 1.960}
-    for df, t975 in table.items():
-        lo, hi, _ = report.t_test(0.5, 0.1, df)
-        assert (lo, hi) == (pytest.approx(0.5 - 0.1 * t975, abs=6e-5), pytest.approx(0.5 + 0.1 * t975, abs=6e-5)), df
-    for t in (-300.0, -12.706, -3.0, -0.5, 0.01, 0.7, 2.0, 4.303, 40.0, 1e4):
-        assert report.t_test(t, 1.0, 1)[2] == pytest.approx(1 - 2 * math.atan(abs(t)) / math.pi, rel=1e-8)
-        assert report.t_test(t, 1.0, 2)[2] == pytest.approx(1 - abs(t) / math.sqrt(2 + t * t), rel=1e-8)
-    for df in (1, 2.5, 7, 60):
-        half = report.t_test(0.0, 1.0, df)[1]
-        assert report.t_test(half, 1.0, df)[2] == pytest.approx(0.05, rel=1e-9)
-        assert report.t_test(-2 * half, 2.0, df)[2] == pytest.approx(0.05, rel=1e-9)
+def test_paired_t_closed_forms_and_the_zero_spread_guard():
+    """paired_t (scipy's ttest_rel): on two seeds (df = 1) its p is Cauchy's tail 1 - 2 atan|t| / pi and its 95%
+    interval d +- 12.706 se; identical differences (sd 0, where scipy has no t) give the point as the interval and p 0,
+    or p 1 where the difference is 0 too."""
+    for d1, d2 in ((0.01, 0.03), (-0.2, 0.1), (0.5, 0.52)):
+        r = report.paired_t({1: 0.0, 2: 0.0}, {1: d1, 2: d2})
+        se = abs(d1 - d2) / 2  # sd / sqrt(2) with sd = |d1 - d2| / sqrt(2)
+        t = (d1 + d2) / 2 / se
+        assert r['p'] == pytest.approx(1 - 2 * math.atan(abs(t)) / math.pi, rel=1e-8)
+        assert (r['lo'], r['hi']) == (pytest.approx(r['diff'] - 12.7062 * se, abs=1e-4 * se),
+                                      pytest.approx(r['diff'] + 12.7062 * se, abs=1e-4 * se))
+    flat = report.paired_t({1: 1.0, 2: 2.0, 3: 3.0}, {1: 1.25, 2: 2.25, 3: 3.25})
+    assert (flat['lo'], flat['hi'], flat['p']) == (pytest.approx(0.25), pytest.approx(0.25), 0.0)
+    assert report.paired_t({1: 1.0, 2: 2.0}, {1: 1.0, 2: 2.0})['p'] == 1.0
+    assert report.welch_t([1.0, 1.0], [2.0, 2.0])['p'] == 0.0
 
 
 def test_paired_t_by_hand():
