@@ -8,6 +8,19 @@ nothing but their seed tells them apart; "unknown" never makes two runs alike.
 import json
 import math
 import os
+import re
+
+from sweep import FREE_ON_RESUME
+
+# config keys that say where and how a run was computed, not what it computes: the seeds of a cell may differ in
+# them (config.py's FREE_ON_RESUME, and the seed)
+FREE_KEYS = ('seed',) + FREE_ON_RESUME
+# the keys every run of a sweep shares, whatever its variant: the schedule and the data (the title's Setup line)
+SETUP_KEYS = ('dataset', 'causal', 'max_iters', 'lr_decay_iters', 'warmup_iters', 'learning_rate', 'min_lr',
+              'dropout', 'batch_size', 'block_size', 'n_embd', 'n_head', 'eval_interval', 'eval_iters')
+SHARED_KEYS = SETUP_KEYS + ('decay_lr', 'weight_decay', 'beta1', 'beta2', 'grad_clip', 'gradient_accumulation_steps',
+                            'window_order', 'leak', 'bos')
+
 
 # The commits that changed what a model computes, not only how fast or in which order: (commit, date, what changed,
 # which runs' configs it changes). A run trained before one, in a config it changes, is of superseded numerics: the
@@ -74,7 +87,8 @@ def contains(commit, rule):
 def provenance(s):
     """What a run was computed on: {'machine', 'dtype', 'commit' (the code it trained, or None), 'superseded' (the
     NUMERICS commits it predates in a config they change), 'era_unknown' (those where git cannot say), 'path',
-    'threads', 'backfilled', 'inferred' (backfilled with no commit: the machine taken from the pages' text)}. From
+    'threads', 'backfilled', 'inferred' (backfilled: the machine, the threads and any commit taken from the pages'
+    text)}. From
     summary.json's own record where train.py wrote one (`machine`, `code`, the resolved `dtype`, `compile`,
     `cuda_graph`), else from the sweep's backfilled provenance.json."""
     p, m = s.get('_prov') or {}, s.get('machine')
@@ -90,7 +104,7 @@ def provenance(s):
     return dict(machine=machine_label(m) if m else p.get('machine', 'unknown'),
                 dtype=s.get('dtype') or p.get('dtype') or 'unknown', commit=commit, superseded=superseded,
                 era_unknown=era_unknown, path=path_of(s), threads=(threads or 'unknown') if on_cpu else None,
-                backfilled=not m and bool(p), inferred=not m and bool(p) and p.get('trained_at') is None)
+                backfilled=not m and bool(p), inferred=not m and bool(p))
 
 
 def path_of(s):
@@ -106,7 +120,7 @@ def computed_on(s, mark=False):
     """What may differ between runs that a table sets side by side and move a number: 'bfloat16 on <processor>,
     <path>', then on a CPU the thread count, then the code era (', before 8b66842': superseded numerics; ', era of
     8b66842 unknown': no commit to tell). Runs with equal texts are one homogeneous group (unknowns are a value of
-    their own). mark: the processor of a backfilled run with no commit says *inferred*."""
+    their own: group_key). mark: the processor of a backfilled run says *inferred*."""
     p = provenance(s)
     machine = p['machine'] + (' (*inferred*)' if mark and p['inferred'] else '')
     threads = '' if p['threads'] is None else (', threads unknown' if p['threads'] == 'unknown' else
@@ -119,26 +133,52 @@ def group_label(ss):
     """computed_on of a homogeneous group of runs, its processor marked *inferred* where the runs' provenance is (for
     k of n where only some runs' is)."""
     k = sum(provenance(s)['inferred'] for s in ss)
-    text = computed_on(ss[0])
+    text = computed_on(ss[0]) + (', each run alike to no other' if 'unknown' in computed_on(ss[0]) else '')
     if not k:
         return text
-    machine = provenance(ss[0])['machine']
+    machine, threads = provenance(ss[0])['machine'], provenance(ss[0])['threads']
     mark = '*inferred*' if k == len(ss) else f'*inferred* for {k} of {len(ss)} runs'
-    return text.replace(f' on {machine},', f' on {machine} ({mark}),', 1)
+    text = text.replace(f' on {machine},', f' on {machine} ({mark}),', 1)
+    if isinstance(threads, int):  # a thread count a page named (a recorded one has no backfilled entry)
+        text = re.sub(r', (\d+ threads?)', rf', \1 ({mark})', text, count=1)
+    return text
+
+
+def group_key(s):
+    """computed_on, where it is known: a run with anything unknown in it (processor, format, path, threads, era) is
+    alike to no other run, so its key names the run."""
+    text = computed_on(s)
+    return text + f" ({s['_name']})" if 'unknown' in text else text
 
 
 def homogeneous(ss):
-    """{computed_on: [runs]}, in the order first seen: the groups of runs that nothing but their seed tells apart."""
+    """{group_key: [runs]}, in the order first seen: the groups of runs that nothing but their seed tells apart."""
     out = {}
     for s in ss:
-        out.setdefault(computed_on(s), []).append(s)
+        out.setdefault(group_key(s), []).append(s)
     return out
 
 
-# ----------------------------------------------------------------------------- the mixed check, shared
-# One code path for every table that pools runs (results/claims.md, README's "What we found", --across, the
-# pages): a cell or a comparison whose runs are not one homogeneous group is *mixed*, and shows each group's value
-# beside the pooled one, each group numbered G1, G2, ... in a legend the table prints under it.
+# The rules that keep a run out of every verdict (evidence/claims.py) and that report.py's tables flag: a run whose
+# code is not known (no commit recorded or inferred, or a tree with uncommitted changes), or that was made on another
+# corpus or with other sweep settings than the runs it is compared with (the most common value among them).
+def excluded(s, among):
+    """Why run s is read by no verdict, compared with the runs `among` (s's own included), or None."""
+    p = provenance(s)
+    if not p['commit']:
+        return 'no commit recorded'
+    if (s.get('code') or {}).get('dirty'):
+        return 'a tree with uncommitted changes'
+    for key in SHARED_KEYS:
+        if key not in s['config']:
+            continue
+        seen = [repr(r['config'][key]) for r in among if key in r['config']]
+        usual = max(sorted(set(seen)), key=seen.count)
+        if repr(s['config'][key]) != usual:
+            return ('another corpus' if key == 'dataset' else 'other sweep settings') + \
+                f" ({key}={s['config'][key]}, not {usual})"
+    return None
+
 
 def group_number(label, names):
     """label's number in a table's legend `names` (1-based), appended where new."""

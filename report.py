@@ -36,8 +36,9 @@ import sys
 from scipy import stats
 
 from output import pyplot, read_log_lines, save_figure, write_text
-from provenance import (CPU_NAMES, NUMERICS, computed_on, contains, group_label, group_number, grouped,  # noqa: F401
-                        groups_disagree, homogeneous, legend, machine_label, path_of, provenance, read_provenance)
+from provenance import (CPU_NAMES, FREE_KEYS, NUMERICS, SETUP_KEYS, SHARED_KEYS, computed_on, contains,  # noqa: F401
+                        excluded, group_key, group_label, group_number, grouped, groups_disagree, homogeneous, legend,
+                        machine_label, path_of, provenance, read_provenance)
 from sweep import FREE_ON_RESUME, LABELS as NAMES, PAIRS, PROFILES, VARIANTS, args_suffix, changed_by, with_prefixes
 
 # the variants and the comparisons are sweep.py's table: the seed's columns in its order, then ours, each also under
@@ -160,7 +161,7 @@ def paired_groups(ra, rb, a, b):
     comparison is homogeneous."""
     by = {}
     for x in a:
-        ka, kb = computed_on(ra[x]), computed_on(rb[x])
+        ka, kb = group_key(ra[x]), group_key(rb[x])
         by.setdefault(ka if ka == kb else (ka, kb), []).append(x)
     out = []
     for key, seeds in by.items():
@@ -240,16 +241,6 @@ def mean_std(xs, fmt='{:.2f}'):
 
 def fmt_p(p):
     return '<0.001' if p < 0.001 else f'{p:.3f}'
-
-
-# config keys that say where and how a run was computed, not what it computes: the seeds of a cell may differ in
-# them (config.py's FREE_ON_RESUME, and the seed)
-FREE_KEYS = ('seed',) + FREE_ON_RESUME
-# the keys every run of a sweep shares, whatever its variant: the schedule and the data (the title's Setup line)
-SETUP_KEYS = ('dataset', 'causal', 'max_iters', 'lr_decay_iters', 'warmup_iters', 'learning_rate', 'min_lr',
-              'dropout', 'batch_size', 'block_size', 'n_embd', 'n_head', 'eval_interval', 'eval_iters')
-SHARED_KEYS = SETUP_KEYS + ('decay_lr', 'weight_decay', 'beta1', 'beta2', 'grad_clip', 'gradient_accumulation_steps',
-                            'window_order', 'leak', 'bos')
 
 
 def mixed_settings(ok):
@@ -420,8 +411,8 @@ def where_section(ok, sweep):
     commits = {}
     for s in ok:
         p = provenance(s)
-        commits.setdefault(p['commit'][:7] if p['commit'] else
-                           'not recorded' + (' (*inferred* provenance)' if p['inferred'] else ''), []).append(s)
+        commits.setdefault((p['commit'][:7] + (' (*inferred*)' if p['inferred'] else '')) if p['commit'] else
+                           'not recorded', []).append(s)
     lines = ['Command: ' + (f'`{cmd}`' if cmd else 'none of ablate.sh\'s profiles fits these runs') + '.',
              'Code: ' + '; '.join(f'{c} ({len(ss)} run{"s" * (len(ss) > 1)})' for c, ss in sorted(commits.items()))
              + '.',
@@ -859,6 +850,14 @@ def warnings(runs, ok):
         parts += ['', '**Warning: folder names.** A run\'s seed is the one in its summary.json, not in its folder\'s '
                   'name:', ''] + [f'- {m}' for m in named]
     parts += code_warning(ok)
+    left_out = {}
+    for s in ok:
+        if excluded(s, ok):
+            left_out.setdefault(excluded(s, ok), []).append(s['_name'])
+    if left_out:
+        parts += ['', '**Warning: runs no claim\'s verdict reads** (`provenance.excluded`: no commit recorded, a tree '
+                  'with uncommitted changes, another corpus or other sweep settings than the sweep\'s other runs):',
+                  ''] + [f"- {why}: {', '.join(names)}" for why, names in left_out.items()]
     machines = mixed_machines(runs)
     if machines:
         parts += ['', '**Warning: mixed processors, number formats, execution paths, threads or numerics.** These '
