@@ -466,7 +466,7 @@ def loss_table(runs, variants):
     for d in depths:
         vals = {v: statistics.mean(s['final_val_loss'] for s in finished(runs[(v, d)]))
                 for v in variants if finished(runs.get((v, d), dict(ok=[])))}
-        best = min(vals, key=vals.get) if vals else None
+        best = min(vals, key=vals.get) if len(vals) > 1 else None  # a lone value is the lowest of nothing
         cells = []
         for v in variants:
             cell = runs.get((v, d))
@@ -760,10 +760,15 @@ def eval_series(s, key):
     return {e['iter']: e[key] for e in s['_log'] if e.get('kind') == 'eval' and e.get(key) is not None}
 
 
-def eval_curve(group, key):
-    """(iters, mean, min, max) over a group's runs of the eval lines' `key`, at the iterations every run has;
-    None where no run logged it."""
-    series = [x for x in (eval_series(s, key) for s in group) if x]
+def log_series(s, key):
+    """{iter: value} of `key` on every line of a run's log.jsonl that has it (train and eval lines)."""
+    return {e['iter']: e[key] for e in s['_log'] if e.get(key) is not None}
+
+
+def eval_curve(group, key, series_of=eval_series):
+    """(iters, mean, min, max) over a group's runs of `key` (series_of: the eval lines', or log_series: every
+    line's), at the iterations every run has; None where no run logged it."""
+    series = [x for x in (series_of(s, key) for s in group) if x]
     iters = sorted(set.intersection(*map(set, series))) if series else []
     if not iters:
         return None
@@ -779,9 +784,8 @@ def plot_data(runs):
         curve = eval_curve(ok, 'val_loss')
         if curve:
             val.setdefault(d, {})[v] = curve
-        layers = sorted({int(m[1]) for s in ok for e in s['_log'] if e.get('kind') == 'eval'
-                         for m in map(LAMBDA_RE.match, e) if m})
-        curves = {n: eval_curve(ok, f'lambda/L{n}/full') for n in layers}
+        layers = sorted({int(m[1]) for s in ok for e in s['_log'] for m in map(LAMBDA_RE.match, e) if m})
+        curves = {n: eval_curve(ok, f'lambda/L{n}/full', log_series) for n in layers}
         if any(curves.values()):
             lam[(v, d)] = {n: c for n, c in curves.items() if c}
     return {'val_loss.png': val, 'lambda_full.png': lam}
@@ -833,7 +837,8 @@ def plot_section(data):
     if not names:
         return ''
     return '\n'.join(['report.py writes these beside this file when matplotlib is installed (mean over seeds, '
-                      'shaded from the lowest to the highest seed; from the eval lines of log.jsonl):', ''] +
+                      'shaded from the lowest to the highest seed; from log.jsonl: the val loss of its eval lines, '
+                      'λ_full of every line that logs it):', ''] +
                      [f'- [{n}]({n}): {what[n]}' for n in names])
 
 
@@ -880,7 +885,8 @@ def loss_sections(runs):
     if seed_cols:
         parts += ['', '## Final loss, train/val', '',
                   'Rows: depth; columns: the seed notes\' variants. Cells: train/val loss at the last evaluation '
-                  '(mean ± std over seeds where there are several); bold: the lowest val loss of the row.', '',
+                  '(mean ± std over seeds where there are several); bold: the lowest val loss of a row of two or '
+                  'more.', '',
                   loss_table(runs, seed_cols)]
     if extra:
         parts += ['', '## Other variants, train/val', '', loss_table(runs, extra)]

@@ -1154,3 +1154,30 @@ def test_every_function_of_the_renderers_is_within_80_lines():
         long = [f'{n.name} ({n.end_lineno - n.lineno + 1} lines)' for n in ast.walk(tree)
                 if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.end_lineno - n.lineno + 1 > 80]
         assert not long, f'{name}: {long}'
+
+
+def test_a_bold_marks_the_lowest_of_two_or_more_never_a_lone_value(tmp_path):
+    """The loss tables bold the lowest val loss of a row only where the row has two or more values: a lone value
+    (an "Other variants" row of one) is the lowest of nothing."""
+    make_run(tmp_path, 'nanogpt_3L_s1', 1.5)
+    make_run(tmp_path, 'diff_3L_s1', 1.4)
+    make_run(tmp_path, 'gated_3L_s1', 1.6)
+    runs = report.load_runs(tmp_path)
+    two = report.loss_table(runs, ['nanogpt', 'diff']).splitlines()[-1]
+    assert cells(two)[2].startswith('**') and not cells(two)[1].startswith('**')
+    assert '**' not in report.loss_table(runs, ['gated'])
+
+
+def test_the_lambda_plot_uses_every_logged_lambda(tmp_path):
+    """λ_full's curve reads every line of log.jsonl that logs it (train lines every 10 iterations), not the
+    evaluations alone."""
+    make_run(tmp_path, 'diff_3L_s1', 1.4, lambdas=(0.5,))
+    path = tmp_path / 'diff_3L_s1' / 'log.jsonl'
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    for e in lines:
+        if e['kind'] == 'train':
+            e['lambda/L1/full'] = 0.001 * e['iter']
+    path.write_text(''.join(json.dumps(e) + '\n' for e in lines))
+    curve = report.plot_data(report.load_runs(tmp_path))['lambda_full.png'][('diff', '3L')][1]
+    assert curve[0] == sorted({e['iter'] for e in lines})  # every logged iteration, train and eval
+    assert curve[1][curve[0].index(250)] == pytest.approx(0.25)
