@@ -355,6 +355,10 @@ FAMILIES = {
     '11': ('11.1', '11.2'),
 }
 FAMILY_OF = {i: name for name, ids in FAMILIES.items() for i in ids}
+_unknown = sorted(set(FAMILY_OF) - set(ID.values()))
+if _unknown or len(FAMILY_OF) != sum(map(len, FAMILIES.values())):
+    raise SystemExit(f"claims.py: FAMILIES names rows TESTS does not have, or one row twice: {_unknown}: name each "
+                     f"row of ID once")
 
 # "Removes" (claims 5 and 6) is a threshold, stated beside the claim: B's run lacks the phenomenon by the very test
 # that selects A's seeds (NEEDS: no layer above SINK; no activation at MASSIVE x the median; ...) in every kept seed.
@@ -381,7 +385,7 @@ FILLS = {
     **{GPU_DROP[k]: ('cpu_long', [e for e in [('LEAK=' + k[6:]) if k.startswith('_leak') else
                                              'CAUSAL=0' if k else ''] if e], ('--dropout=0.2',) + ON_GPU,
                      (1, 2, 3), 'GPU') for k in GPU_DROP},
-    GPU: ('full', [], ON_GPU, (1, 2, 3), 'GPU'),
+    GPU: ('full', [], ON_GPU, (3, 4, 5), 'GPU'),  # seeds 1-2 are the H100's: three more of one GPU
     ZF_FULL: ('full', ['LEAK=zero_future'], ON_GPU, (1, 2, 3), 'GPU'),
     PIPE: ('seed_pipeline', [], ON_GPU, (1, 2, 3), 'GPU'),
     BB_GPU: ('sink', [], EAGER, tuple(range(1, 11)), 'GPU'),
@@ -390,8 +394,6 @@ FILLS = {
        for f in LR.values()},
 }
 
-# README's "What we found", its variant table: the causal sweeps it reads (folder, depth, what the column is)
-VARIANT_SWEEPS = [(CPU, '3L'), (GPU, '3L')]
 
 # ----------------------------------------------------------------------------- the verdict rule
 
@@ -677,6 +679,8 @@ def per_seed(t, r, runs, a, b, by_seed, kept):
     """The row's per-seed statements over the kept seeds: the predicted sign, B <= A/2, B without the phenomenon
     (a claim of "removes": r['removed'] where in every seed), the highest of the seed's five."""
     counts = []
+    if len(kept) < MIN_SEEDS:  # no verdict reads them: a count of one or two says nothing the difference does not
+        return counts
     if kept and t.predicts:
         m = MARGIN.get(t.metric)
         sign = {'<0': lambda d: d < 0, '>0': lambda d: d > 0, '=': lambda d: abs(d) < m}[t.predicts]
@@ -948,39 +952,32 @@ def row_cells(r, names, fills=None):
 
 def number(r):
     """The row's id (ID; a twin: 'k, unselected'), and the row that is its twin already where one is."""
-    return r['id'] + (f" (unselected: {r['twin_is']['id']})" if r.get('twin_is') else '')
+    return r['id'] + (f" (its unselected twin: {r['twin_is']['id']})" if r.get('twin_is') else '')
 
 
 def claims_table(results, names, fills):
-    """A table per claim: its measured rows; then, in a line, its rows not measured yet, with the runs that fill
-    them (the list of runs to come)."""
-    out = []
-    for claim in sorted({r['test'].claim for r in results}, key=lambda c: (c == 0, c)):
-        mine = [r for r in results if r['test'].claim == claim]
-        out += ['', f"### {claim}. {CLAIMS[claim][0]}" if claim else '### Controls', '',
-                '| # | runs | measure | A → B | n | B − A [95%] | p | per seed | on | verdict |',
-                '|' + '---|' * 10]
-        for r in (r for r in mine if not r['missing']):
-            t = r['test']
-            runs = ' + '.join(f'`{os.path.basename(f)}`' for f in folders(t)[:1 if t.metric == 'stable_lr' else None])
-            depth = t.depth + (f' (B: {t.depth_b})' if t.depth_b else '')
-            measure_name = f'`{t.metric}`' + (f' (A: `{t.metric_a}`)' if t.metric_a else '')
-            out.append(f"| {number(r)} | {runs} {depth} | {measure_name} | `{t.a}` → `{t.b}` | "
-                       + ' | '.join(row_cells(r, names, fills)[2:]) + ' |')
-        waiting = [r for r in mine if r['missing']]
-        if waiting:
-            by = {}
-            for r in waiting:
-                why = fill_key(r, fills) or (verdict(r)[len('not measured ('):-1] if '(' in verdict(r) else
-                                             'not committed')
-                by.setdefault(why, []).append(r['id'])
-            out += ['', 'Not measured: ' + '; '.join(f"{', '.join(ids)} ({why})" for why, ids in by.items()) + '.']
-    return '\n'.join(out[1:])
+    """One table of the measured rows (their ids name their claims); then, in a line, the rows not measured yet,
+    each with the runs that fill it (the list of runs to come) or why it is not measured."""
+    out = ['| # | runs | measure | A → B | n | B − A [95%] | p | per seed | on | verdict |', '|' + '---|' * 10]
+    for r in (r for r in results if not r['missing']):
+        t = r['test']
+        runs = ' + '.join(f'`{os.path.basename(f)}`' for f in folders(t)[:1 if t.metric == 'stable_lr' else None])
+        depth = t.depth + (f' (B: {t.depth_b})' if t.depth_b else '')
+        measure_name = f'`{t.metric}`' + (f' (A: `{t.metric_a}`)' if t.metric_a else '')
+        out.append(f"| {number(r)} | {runs} {depth} | {measure_name} | `{t.a}` → `{t.b}` | "
+                   + ' | '.join(row_cells(r, names, fills)[2:]) + ' |')
+    by = {}
+    for r in (r for r in results if r['missing']):
+        why = fill_key(r, fills) or (verdict(r)[len('not measured ('):-1] if '(' in verdict(r) else 'not committed')
+        by.setdefault(why, []).append(r['id'])
+    return '\n'.join(out + ['', 'Not measured: ' + '; '.join(f"{', '.join(ids)} ({why})" for why, ids in by.items())
+                            + '.'] if by else out)
 
 
 def claims_md(results):
-    claims = ['| # | claim (seed note) | the seed\'s number | published elsewhere (`docs/anchors.md`) |', '|---|---|---|---|']
-    claims += [f'| {n} | {c} | {s} | {a} |' for n, (c, s, a) in CLAIMS.items()]
+    claims = ['| # | claim (seed note) | the seed\'s number |', '|---|---|---|']
+    claims += [f'| {n} | {c} | {s} |' for n, (c, s, _) in CLAIMS.items()] + [
+        '', 'What was published elsewhere on each: `docs/anchors.md`.']
     names, fills = [], plan(results)
     table = claims_table(results, names, fills)
     plot = lr_plot()
@@ -1036,65 +1033,6 @@ def claims_md(results):
         ''])
 
 
-def folder_command(folder):
-    runs = runs_of(folder)
-    return report.command([s for c in runs.values() for s in finished(c)], os.path.basename(folder))
-
-
-def val_n(ss):
-    """'mean ± std (n=k)' of runs' final val loss."""
-    return report.mean_std([s['final_val_loss'] for s in ss], '{:.3f}') + f' (n={len(ss)})'
-
-
-def lambda_means(ss):
-    """'a / b / c': λ_full of each layer, mean over runs."""
-    return ' / '.join(f"{statistics.mean(s['lambda_table'][i]['lambda_full'] for s in ss):.2f}"
-                      for i in range(len(ss[0]['lambda_table'])))
-
-
-def grouped(ss, text, names):
-    """text(runs) of a cell's runs; where they are not one homogeneous group, ' *mixed*: ' and each group's text
-    after the pooled one, lettered as in names."""
-    groups = list(report.homogeneous(ss).values())
-    if len(groups) < 2:
-        return text(ss)
-    return text(ss) + ' *mixed*: ' + '; '.join(f'{letter(report.group_label(g), names)} {text(g)}' for g in groups)
-
-
-def variant_table(sweeps, names, lam=True):
-    """A row per variant of the causal sweeps: val loss (mean ± std, n) and B − nanogpt [95%] in each, by the rule of
-    the claims (report.grouped, paired_groups): where the runs of a cell or a gap are not one homogeneous group,
-    *mixed*, and each group's value or interval beside the pooled one (no pooled interval where the groups disagree
-    in sign), G1, G2, ... numbered in names, a legend the caller prints; λ_full by layer for the Differential ones
-    (first sweep, with lam); under the table, each sweep's command."""
-    head = ['variant']
-    for folder, depth in sweeps:
-        head += [f'`{os.path.basename(folder)}` {depth}: val', '− nanogpt [95%]']
-    head += [f'λ_full by layer (`{os.path.basename(sweeps[0][0])}`)'] if lam else []
-    lines = ['| ' + ' | '.join(head) + ' |', '|' + '---|' * len(head)]
-    loaded = [(runs_of(f) or {}, d) for f, d in sweeps]
-    for name, _, _ in VARIANTS:
-        if not any((name, d) in runs for runs, d in loaded):
-            continue
-        cells = [f'`{name}`' + (f' ({label(name)})' if label(name) != name else '')]
-        for runs, d in loaded:
-            mine = {s['_seed']: s for s in finished(runs.get((name, d), dict(ok=[])))}
-            base = {s['_seed']: s for s in finished(runs.get(('nanogpt', d), dict(ok=[])))}
-            cells.append(grouped(list(mine.values()), val_n, names) if mine else '—')
-            shared = sorted(set(mine) & set(base))
-            if name == 'nanogpt' or not shared:
-                cells.append('—')
-                continue
-            a, b = ({x: r[x]['final_val_loss'] for x in shared} for r in (base, mine))
-            r = dict(stat=compare(a, b), groups=paired_groups(base, mine, a, b))
-            cells.append(grouped_gap(r, '{:.3f}', names) + (' *mixed*' if len(r['groups']) > 1 else ''))
-        ok = [s for s in finished(loaded[0][0].get((name, loaded[0][1]), dict(ok=[]))) if s.get('lambda_table')]
-        cells += [grouped(ok, lambda_means, names) if ok else '—'] if lam else []
-        lines.append('| ' + ' | '.join(cells) + ' |')
-    return '\n'.join(lines + ['', 'Reproduce: ' + '; '.join(f"`{os.path.basename(f)}`: `{folder_command(f)}`"
-                                                           for f, _ in sweeps) + '.'])
-
-
 SEED_SETTING = dict(report.flags(PROFILES['full'].schedule), dataset='shakespeare_char')
 
 
@@ -1140,6 +1078,9 @@ def plain(r):
     v, t = verdict(r), r['test']
     key = next(k for k in sorted(PLAIN, key=len, reverse=True) if v.startswith(k))
     n, words = PLAIN[key]
+    adj = r.get('adj') or {}
+    if key == 'within noise' and adj.get('raw', 1) < ALPHA:  # its own interval excludes 0; the family's does not
+        words += f" once corrected for the {adj['m']} tests of its family"
     return n, words.format(a=label(t.a), b=label(t.b))
 
 
@@ -1156,12 +1097,13 @@ def readme_row(claim, results):
     if others:
         words = f"{words} (the {r['test'].part} part; {'; '.join(others)})"
     t = r['test']
-    n_seeds = len(r['seeds']) if not r.get('stable') else '—'
-    effect = gap(r, METRICS[t.metric][3]) + (' (*mixed*)' if len(r['groups']) > 1 else '')
+    n_seeds = len(r['seeds']) if r['seeds'] and not r.get('stable') else '—'
+    effect = gap(r, METRICS[t.metric][3]) + (' (pooled across setups)' if len(r['groups']) > 1 else '')
     command = fill_command(r) or r['command']
-    return n, (f"| {CLAIMS[claim][0]} | **{words}** | {effect}, n = {n_seeds} | {setting(t)}; "
-               f"{METRICS[t.metric][0]}, {label(t.b)} − {label(t.a)} | " + (f'`{command}`' if command else '—')
-               + ' |')
+    what = (f"{METRICS[t.metric][0]} − {METRICS[t.metric_a][0].split(' (')[0]}, {label(t.b)}" if t.metric_a else
+            f"{METRICS[t.metric][0]}, {label(t.b)} − {label(t.a)}")
+    return n, (f"| {CLAIMS[claim][0]} | **{words}** | {effect}, n = {n_seeds} | {setting(t)}; {what} | "
+               + (f'`{command}`' if command else '—') + ' |')
 
 
 def findings(results):
@@ -1185,10 +1127,11 @@ def findings(results):
     ])
 
 
-def lr_plot():
+def lr_plot(write=False):
     """results/lr_gate.png: final val loss against the learning rate (log axis), a line per variant of claim 10, the
     mean over its finished seeds shaded from the lowest to the highest; written where matplotlib is here and some
-    rate's folder is committed. -> its name relative to results/, or None where no rate is committed."""
+    rate's folder is committed (write: only then is it drawn). -> its name relative to results/, or None where no
+    rate is committed."""
     points = {}
     for rate in LR_RATES:
         runs = runs_of(LR[rate]) or {}
@@ -1198,7 +1141,7 @@ def lr_plot():
                 points.setdefault(v, []).append((float(rate), statistics.mean(xs), min(xs), max(xs)))
     if not points:
         return None
-    plt = pyplot()
+    plt = pyplot() if write else None
     if plt is not None:
         fig, ax = plt.subplots(figsize=(5, 3.6))
         for v, pts in points.items():
@@ -1235,6 +1178,8 @@ def main():
                 stale.append(os.path.relpath(path, HERE))
                 if not args.check:
                     report.write_text(path, text)
+    if not args.check:
+        lr_plot(write=True)
     if args.check and stale:
         print(f"claims.py: {', '.join(stale)} differ from the render: run python evidence/claims.py", file=sys.stderr)
         sys.exit(1)

@@ -246,4 +246,4 @@ def test_the_highest_stable_rate_and_the_plot(tmp_path, monkeypatch):
     shutil.rmtree(tmp_path / 'shakespeare_cpu_long_lr3e-3' / 'gated_3L_s3')
     claims._RUNS.clear()
     assert claims.verdict(claims.measure(t)) == 'too few seeds'
-    assert claims.lr_plot() == 'lr_gate.png' and (tmp_path / 'results' / 'lr_gate.png').stat().st_size > 0
+    assert claims.lr_plot(write=True) == 'lr_gate.png' and (tmp_path / 'results' / 'lr_gate.png').stat().st_size > 0
