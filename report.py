@@ -36,6 +36,9 @@ import sys
 from scipy import stats
 
 from output import pyplot, read_log_lines, save_figure, write_text
+from provenance import (CPU_NAMES, FREE_KEYS, NUMERICS, SETUP_KEYS, SHARED_KEYS, computed_on, contains,  # noqa: F401
+                        excluded, group_key, group_label, group_number, grouped, groups_disagree, homogeneous, legend,
+                        machine_label, path_of, provenance, read_provenance)
 from sweep import FREE_ON_RESUME, LABELS as NAMES, PAIRS, PROFILES, VARIANTS, args_suffix, changed_by, with_prefixes
 
 # the variants and the comparisons are sweep.py's table: the seed's columns in its order, then ours, each also under
@@ -149,158 +152,7 @@ def variant_key(v):
     return (known.index(v), '') if v in known else (len(known), v)
 
 
-# ----------------------------------------------------------------------------- provenance
-
-# The commits that changed what a model computes, not only how fast or in which order: (commit, date, what changed,
-# which runs' configs it changes). A run trained before one, in a config it changes, is of superseded numerics: the
-# tables name it, and a claim resting on it renders no verdict (evidence/claims.py). Changes of summation order, thread count,
-# mask bits or speed (e.g. ea59eef's 16-bit dropout masks, 21de5f8's blocked CPU attention) draw other random numbers
-# from the same model and are not listed.
-NUMERICS = [
-    ('8b66842', '2026-11-26', "Diff's attention dropout: (drop(A1) − λ drop(A2)) V on every path; before it, the naive "
-     "path that every leak run takes dropped A1 − λA2 with one mask",
-     lambda c: c.get('attn') in ('diff', 'diffv2') and c.get('leak', 'none') != 'none' and c.get('dropout', 0) > 0),
-]
-
-
-def read_provenance(root):
-    """root/provenance.json: {run folder: entry} for runs older than summary.json's own record (machine, code),
-    backfilled by evidence/backfill_provenance.py; {} without one."""
-    path = os.path.join(root, 'provenance.json')
-    if not os.path.exists(path):
-        return {}
-    with open(path) as f:
-        return json.load(f)
-
-
-# One label per processor: a CPU by (vendor, family, model) as /proc/cpuinfo gives them, so that a run whose
-# summary.json records its CPU (hardware.machine) and a run whose backfilled provenance.json names it from the pages
-# carry the same label ("AMD EPYC (family 25, model 1)" is the "AMD EPYC Milan" of the pages)
-CPU_NAMES = {('AuthenticAMD', '23', '1'): 'AMD EPYC Naples', ('AuthenticAMD', '25', '1'): 'AMD EPYC Milan',
-             ('AuthenticAMD', '25', '17'): 'AMD EPYC Genoa', ('GenuineIntel', '6', '207'): 'Intel Xeon Emerald Rapids'}
-
-
-def machine_label(m):
-    """The processor of summary.json's `machine` (hardware.machine): the GPU's name on CUDA, else the CPU's label in
-    CPU_NAMES, else its name with its family and model (one name, "AMD EPYC", covers processors with and without bf16
-    units)."""
-    if m.get('gpu'):
-        return m['gpu']
-    cpu = m.get('cpu') or {}
-    known = CPU_NAMES.get((cpu.get('vendor'), str(cpu.get('family')), str(cpu.get('model'))))
-    if known:
-        return known
-    name = cpu.get('name') or 'unknown CPU'
-    return f"{name} (family {cpu['family']}, model {cpu['model']})" if cpu.get('family') else name
-
-
-_ANCESTRY = {}
-
-
-def contains(commit, rule):
-    """Whether the code at `commit` includes commit `rule` (git merge-base --is-ancestor), None where git cannot
-    say (no commit recorded, a checkout without that history)."""
-    if not commit:
-        return None
-    if (commit, rule) not in _ANCESTRY:
-        import subprocess
-        try:
-            rc = subprocess.run(['git', 'merge-base', '--is-ancestor', rule, commit], capture_output=True,
-                                cwd=os.path.dirname(os.path.abspath(__file__)), timeout=30).returncode
-        except (OSError, subprocess.TimeoutExpired):
-            rc = 128
-        _ANCESTRY[(commit, rule)] = {0: True, 1: False}.get(rc)
-    return _ANCESTRY[(commit, rule)]
-
-
-def provenance(s):
-    """What a run was computed on: {'machine', 'dtype', 'commit' (the code it trained, or None), 'superseded' (the
-    NUMERICS commits it predates in a config they change), 'era_unknown' (those where git cannot say), 'path',
-    'threads', 'backfilled', 'inferred' (backfilled with no commit: the machine taken from the pages' text)}. From
-    summary.json's own record where train.py wrote one (`machine`, `code`, the resolved `dtype`, `compile`,
-    `cuda_graph`), else from the sweep's backfilled provenance.json."""
-    p, m = s.get('_prov') or {}, s.get('machine')
-    commit = (s.get('code') or {}).get('commit') or p.get('trained_at')
-    superseded, era_unknown = (list(p['predates']), []) if 'predates' in p else ([], [])
-    if 'predates' not in p:
-        for c, _, _, changes in NUMERICS:
-            if changes(s['config']):
-                {False: superseded, None: era_unknown}.get(contains(commit, c), []).append(c)
-    on_cpu = not (m or {}).get('gpu') and str(s.get('device') or 'cpu').startswith('cpu')
-    # torch's thread count: summary.json's record, else the backfilled entry's where a page names it (OMP_NUM_THREADS)
-    threads = (((m or {}).get('cpu') or {}).get('threads') if m else p.get('threads')) if on_cpu else None
-    return dict(machine=machine_label(m) if m else p.get('machine', 'unknown'),
-                dtype=s.get('dtype') or p.get('dtype') or 'unknown', commit=commit, superseded=superseded,
-                era_unknown=era_unknown, path=path_of(s), threads=(threads or 'unknown') if on_cpu else None,
-                backfilled=not m and bool(p), inferred=not m and bool(p) and p.get('trained_at') is None)
-
-
-def path_of(s):
-    """How the step ran: eager, compiled (torch.compile), graphed (CUDA graphs) or compiled+graphed, from
-    summary.json's `compile` and `cuda_graph` (runs from before CUDA graphs were not graphed); 'path unknown' where
-    summary.json has no `compile`."""
-    if 'compile' not in s:
-        return 'path unknown'
-    return '+'.join(x for x, on in (('compiled', s['compile']), ('graphed', s.get('cuda_graph'))) if on) or 'eager'
-
-
-def computed_on(s, mark=False):
-    """What may differ between runs that a table sets side by side and move a number: 'bfloat16 on <processor>,
-    <path>', then on a CPU the thread count, then the code era (', before 8b66842': superseded numerics; ', era of
-    8b66842 unknown': no commit to tell). Runs with equal texts are one homogeneous group (unknowns are a value of
-    their own). mark: the processor of a backfilled run with no commit says *inferred*."""
-    p = provenance(s)
-    machine = p['machine'] + (' (*inferred*)' if mark and p['inferred'] else '')
-    threads = '' if p['threads'] is None else (', threads unknown' if p['threads'] == 'unknown' else
-                                               f", {p['threads']} thread{'s' if p['threads'] != 1 else ''}")
-    return (f"{p['dtype']} on {machine}, {p['path']}{threads}" + ''.join(f', before {c}' for c in p['superseded'])
-            + ''.join(f', era of {c} unknown' for c in p['era_unknown']))
-
-
-def group_label(ss):
-    """computed_on of a homogeneous group of runs, its processor marked *inferred* where the runs' provenance is (for
-    k of n where only some runs' is)."""
-    k = sum(provenance(s)['inferred'] for s in ss)
-    text = computed_on(ss[0])
-    if not k:
-        return text
-    machine = provenance(ss[0])['machine']
-    mark = '*inferred*' if k == len(ss) else f'*inferred* for {k} of {len(ss)} runs'
-    return text.replace(f' on {machine},', f' on {machine} ({mark}),', 1)
-
-
-def homogeneous(ss):
-    """{computed_on: [runs]}, in the order first seen: the groups of runs that nothing but their seed tells apart."""
-    out = {}
-    for s in ss:
-        out.setdefault(computed_on(s), []).append(s)
-    return out
-
-
-# ----------------------------------------------------------------------------- the mixed check, shared
-# One code path for every table that pools runs (results/claims.md, README's "What we found", --across, the
-# pages): a cell or a comparison whose runs are not one homogeneous group is *mixed*, and shows each group's value
-# beside the pooled one, each group numbered G1, G2, ... in a legend the table prints under it.
-
-def group_number(label, names):
-    """label's number in a table's legend `names` (1-based), appended where new."""
-    if label not in names:
-        names.append(label)
-    return names.index(label) + 1
-
-
-def legend(names):
-    return '*mixed* groups: ' + '; '.join(f'G{i} = {n}' for i, n in enumerate(names, 1)) + '.'
-
-
-def grouped(ss, text, names):
-    """text(runs) of a cell's runs; where they are not one homogeneous group, ' *mixed*: ' and each group's text
-    after the pooled one (G1, G2, ... as numbered in names)."""
-    groups = list(homogeneous(ss).values())
-    if len(groups) < 2:
-        return text(ss)
-    return text(ss) + ' *mixed*: ' + '; '.join(f'G{group_number(group_label(g), names)} {text(g)}' for g in groups)
-
+# ----------------------------------------------------------------------------- pooling
 
 def paired_groups(ra, rb, a, b):
     """The homogeneous groups of a paired comparison: ra, rb {seed: run}, a, b {seed: value} over the same seeds. A
@@ -309,7 +161,7 @@ def paired_groups(ra, rb, a, b):
     comparison is homogeneous."""
     by = {}
     for x in a:
-        ka, kb = computed_on(ra[x]), computed_on(rb[x])
+        ka, kb = group_key(ra[x]), group_key(rb[x])
         by.setdefault(ka if ka == kb else (ka, kb), []).append(x)
     out = []
     for key, seeds in by.items():
@@ -319,13 +171,6 @@ def paired_groups(ra, rb, a, b):
         out.append(dict(label=label, seeds=seeds, homogeneous=alike,
                         stat=compare({x: a[x] for x in seeds}, {x: b[x] for x in seeds})))
     return out
-
-
-def groups_disagree(groups):
-    """Whether a comparison's groups (paired_groups) differ in the sign of their mean difference: then no pooled
-    value stands for them."""
-    signs = {math.copysign(1, g['stat']['diff']) if g['stat']['diff'] else 0 for g in groups}
-    return len(groups) > 1 and len(signs) > 1
 
 
 def depth_key(d):
@@ -338,34 +183,36 @@ def finished(cell):
 
 # ----------------------------------------------------------------------------- statistics
 
-def t_test(diff, se, df):
-    """A 95% interval diff +- t_0.975,df * se and the two-sided p of t = diff / se, from scipy's Student's t (df may
-    be fractional, as Welch's is). se = 0 (identical differences): the interval is the point, and p is 0 unless the
-    difference is 0 too."""
-    if se == 0:
+def t_result(res, diff):
+    """(lo, hi, p) of a scipy.stats t test result: its 95% interval (confidence_interval) and two-sided p. A zero
+    spread (identical differences) has no t: the interval is the point, and p is 0 unless the difference is 0 too."""
+    if not math.isfinite(res.statistic):
         return diff, diff, (1.0 if diff == 0 else 0.0)
-    half = float(stats.t.ppf(0.975, df)) * se
-    return diff - half, diff + half, float(2 * stats.t.sf(abs(diff / se), df))
+    ci = res.confidence_interval(0.95)
+    return float(ci.low), float(ci.high), float(res.pvalue)
 
 
 def paired_t(a, b):
-    """Paired t on seeds both have: d_s = b_s - a_s, mean d, sd of d, se = sd / sqrt(n), df = n - 1.
-    a, b: {seed: val loss}; needs 2 shared seeds."""
+    """Paired t on seeds both have (scipy.stats.ttest_rel): d_s = b_s - a_s, mean d, sd of d, se = sd / sqrt(n),
+    df = n - 1. a, b: {seed: val loss}; needs 2 shared seeds."""
     seeds = sorted(set(a) & set(b))
     d = [b[s] - a[s] for s in seeds]
     n, m, sd = len(d), statistics.mean(d), statistics.stdev(d)
-    lo, hi, p = t_test(m, sd / math.sqrt(n), n - 1)
+    lo, hi, p = (m, m, 1.0 if m == 0 else 0.0) if sd == 0 else t_result(
+        stats.ttest_rel([b[s] for s in seeds], [a[s] for s in seeds]), m)
     return dict(test='paired', seeds=seeds, n=n, diff=m, sd=sd, lo=lo, hi=hi, p=p, df=n - 1)
 
 
 def welch_t(xa, xb):
-    """Welch's t on unpaired runs: diff = mean b - mean a, se^2 = va/na + vb/nb, and the Welch-Satterthwaite
-    df = se^4 / ((va/na)^2 / (na - 1) + (vb/nb)^2 / (nb - 1)). Needs 2 runs each."""
+    """Welch's t on unpaired runs (scipy.stats.ttest_ind, equal_var=False): diff = mean b - mean a, se^2 = va/na +
+    vb/nb, and the Welch-Satterthwaite df = se^4 / ((va/na)^2 / (na - 1) + (vb/nb)^2 / (nb - 1)). Needs 2 runs
+    each."""
     ua, ub = statistics.variance(xa) / len(xa), statistics.variance(xb) / len(xb)
     se2 = ua + ub
     df = se2 ** 2 / (ua ** 2 / (len(xa) - 1) + ub ** 2 / (len(xb) - 1)) if se2 > 0 else len(xa) + len(xb) - 2
     diff = statistics.mean(xb) - statistics.mean(xa)
-    lo, hi, p = t_test(diff, math.sqrt(se2), df)
+    lo, hi, p = (diff, diff, 1.0 if diff == 0 else 0.0) if se2 == 0 else t_result(
+        stats.ttest_ind(xb, xa, equal_var=False), diff)
     return dict(test='welch', n=(len(xa), len(xb)), diff=diff, lo=lo, hi=hi, p=p, df=df)
 
 
@@ -394,16 +241,6 @@ def mean_std(xs, fmt='{:.2f}'):
 
 def fmt_p(p):
     return '<0.001' if p < 0.001 else f'{p:.3f}'
-
-
-# config keys that say where and how a run was computed, not what it computes: the seeds of a cell may differ in
-# them (config.py's FREE_ON_RESUME, and the seed)
-FREE_KEYS = ('seed',) + FREE_ON_RESUME
-# the keys every run of a sweep shares, whatever its variant: the schedule and the data (the title's Setup line)
-SETUP_KEYS = ('dataset', 'causal', 'max_iters', 'lr_decay_iters', 'warmup_iters', 'learning_rate', 'min_lr',
-              'dropout', 'batch_size', 'block_size', 'n_embd', 'n_head', 'eval_interval', 'eval_iters')
-SHARED_KEYS = SETUP_KEYS + ('decay_lr', 'weight_decay', 'beta1', 'beta2', 'grad_clip', 'gradient_accumulation_steps',
-                            'window_order', 'leak', 'bos')
 
 
 def mixed_settings(ok):
@@ -537,18 +374,30 @@ def command(ok, sweep=None):
         return None
     name, prof, extra = min(fits, key=lambda f: len(f[2]))
     leak = common(ok, 'leak') or 'none'
-    env = [f'PROFILE={name}'] + ([f'LEAK={leak}'] if leak != 'none' else
-                                 ['CAUSAL=0'] if common(ok, 'causal') == 'False' else [])
+    env = [f'LEAK={leak}'] if leak != 'none' else ['CAUSAL=0'] if common(ok, 'causal') == 'False' else []
     env += ['WINDOWS=sequential'] if common(ok, 'window_order') == 'sequential' else []
     env += ['ARCH=llama'] if llama else []
-    strip = len('llama_') if llama else len(prof.prefix)
-    env.append('VARIANTS="' + ' '.join(v[strip:] for v in variants) + '"')
-    depths = ' '.join(sorted({s['_depth'] for s in ok}, key=depth_key))
-    env += [f'DEPTHS="{depths}"'] if depths != prof.depths else []
-    env.append('SEEDS="' + ' '.join(str(x) for x in sorted({s['_seed'] for s in ok})) + '"')
-    env += ['ANALYZE=1'] if any(os.path.exists(os.path.join(s['_dir'], prof.analysis)) for s in ok) else []
     extra += ['--bos=True'] if common(ok, 'bos') == 'True' else []
-    suffix = (f'_leak_{leak}' if leak != 'none' else '_noncausal' if 'CAUSAL=0' in env else '') + \
+    strip = len('llama_') if llama else len(prof.prefix)
+    return ablate_line(name, env, [v[strip:] for v in variants], sorted({s['_depth'] for s in ok}, key=depth_key),
+                       sorted({s['_seed'] for s in ok}), extra, sweep,
+                       any(os.path.exists(os.path.join(s['_dir'], prof.analysis)) for s in ok))
+
+
+def ablate_line(name, env, variants, depths, seeds, extra=(), sweep=None, analyze=False):
+    """The ablate.sh line of profile `name`: env (LEAK=, CAUSAL=0, WINDOWS=, ARCH=), VARIANTS (without the
+    profile's prefix), DEPTHS where not the profile's, SEEDS, ANALYZE=1, then the extra --key=value, and SWEEP first
+    where `sweep` is not the folder ablate.sh would name. command() renders a committed sweep's by it, and
+    evidence/claims.py the line that fills a row not yet measured."""
+    prof = PROFILES[name]
+    env = [f'PROFILE={name}'] + list(env) + ['VARIANTS="' + ' '.join(variants) + '"']
+    depths = ' '.join(depths)
+    env += [f'DEPTHS="{depths}"'] if depths != prof.depths else []
+    env.append('SEEDS="' + ' '.join(str(x) for x in seeds) + '"')
+    env += ['ANALYZE=1'] if analyze else []
+    extra = list(extra)
+    suffix = (next((f"_leak_{e[5:]}" for e in env if e.startswith('LEAK=')), '')
+              or ('_noncausal' if 'CAUSAL=0' in env else '')) + \
         ('_sequential' if 'WINDOWS=sequential' in env else '') + args_suffix(changed_by(prof.schedule.split(), extra))
     if sweep and sweep != f'{prof.data}_{name}{suffix}':
         env.insert(0, f'SWEEP={sweep}')
@@ -562,8 +411,8 @@ def where_section(ok, sweep):
     commits = {}
     for s in ok:
         p = provenance(s)
-        commits.setdefault(p['commit'][:7] if p['commit'] else
-                           'not recorded' + (' (*inferred* provenance)' if p['inferred'] else ''), []).append(s)
+        commits.setdefault((p['commit'][:7] + (' (*inferred*)' if p['inferred'] else '')) if p['commit'] else
+                           'not recorded', []).append(s)
     lines = ['Command: ' + (f'`{cmd}`' if cmd else 'none of ablate.sh\'s profiles fits these runs') + '.',
              'Code: ' + '; '.join(f'{c} ({len(ss)} run{"s" * (len(ss) > 1)})' for c, ss in sorted(commits.items()))
              + '.',
@@ -617,7 +466,7 @@ def loss_table(runs, variants):
     for d in depths:
         vals = {v: statistics.mean(s['final_val_loss'] for s in finished(runs[(v, d)]))
                 for v in variants if finished(runs.get((v, d), dict(ok=[])))}
-        best = min(vals, key=vals.get) if vals else None
+        best = min(vals, key=vals.get) if len(vals) > 1 else None  # a lone value is the lowest of nothing
         cells = []
         for v in variants:
             cell = runs.get((v, d))
@@ -911,10 +760,15 @@ def eval_series(s, key):
     return {e['iter']: e[key] for e in s['_log'] if e.get('kind') == 'eval' and e.get(key) is not None}
 
 
-def eval_curve(group, key):
-    """(iters, mean, min, max) over a group's runs of the eval lines' `key`, at the iterations every run has;
-    None where no run logged it."""
-    series = [x for x in (eval_series(s, key) for s in group) if x]
+def log_series(s, key):
+    """{iter: value} of `key` on every line of a run's log.jsonl that has it (train and eval lines)."""
+    return {e['iter']: e[key] for e in s['_log'] if e.get(key) is not None}
+
+
+def eval_curve(group, key, series_of=eval_series):
+    """(iters, mean, min, max) over a group's runs of `key` (series_of: the eval lines', or log_series: every
+    line's), at the iterations every run has; None where no run logged it."""
+    series = [x for x in (series_of(s, key) for s in group) if x]
     iters = sorted(set.intersection(*map(set, series))) if series else []
     if not iters:
         return None
@@ -930,9 +784,8 @@ def plot_data(runs):
         curve = eval_curve(ok, 'val_loss')
         if curve:
             val.setdefault(d, {})[v] = curve
-        layers = sorted({int(m[1]) for s in ok for e in s['_log'] if e.get('kind') == 'eval'
-                         for m in map(LAMBDA_RE.match, e) if m})
-        curves = {n: eval_curve(ok, f'lambda/L{n}/full') for n in layers}
+        layers = sorted({int(m[1]) for s in ok for e in s['_log'] for m in map(LAMBDA_RE.match, e) if m})
+        curves = {n: eval_curve(ok, f'lambda/L{n}/full', log_series) for n in layers}
         if any(curves.values()):
             lam[(v, d)] = {n: c for n, c in curves.items() if c}
     return {'val_loss.png': val, 'lambda_full.png': lam}
@@ -984,7 +837,8 @@ def plot_section(data):
     if not names:
         return ''
     return '\n'.join(['report.py writes these beside this file when matplotlib is installed (mean over seeds, '
-                      'shaded from the lowest to the highest seed; from the eval lines of log.jsonl):', ''] +
+                      'shaded from the lowest to the highest seed; from log.jsonl: the val loss of its eval lines, '
+                      'λ_full of every line that logs it):', ''] +
                      [f'- [{n}]({n}): {what[n]}' for n in names])
 
 
@@ -1001,6 +855,14 @@ def warnings(runs, ok):
         parts += ['', '**Warning: folder names.** A run\'s seed is the one in its summary.json, not in its folder\'s '
                   'name:', ''] + [f'- {m}' for m in named]
     parts += code_warning(ok)
+    left_out = {}
+    for s in ok:
+        if excluded(s, ok):
+            left_out.setdefault(excluded(s, ok), []).append(s['_name'])
+    if left_out:
+        parts += ['', '**Warning: runs no claim\'s verdict reads** (`provenance.excluded`: no commit recorded, a tree '
+                  'with uncommitted changes, another corpus or other sweep settings than the sweep\'s other runs):',
+                  ''] + [f"- {why}: {', '.join(names)}" for why, names in left_out.items()]
     machines = mixed_machines(runs)
     if machines:
         parts += ['', '**Warning: mixed processors, number formats, execution paths, threads or numerics.** These '
@@ -1023,7 +885,8 @@ def loss_sections(runs):
     if seed_cols:
         parts += ['', '## Final loss, train/val', '',
                   'Rows: depth; columns: the seed notes\' variants. Cells: train/val loss at the last evaluation '
-                  '(mean ± std over seeds where there are several); bold: the lowest val loss of the row.', '',
+                  '(mean ± std over seeds where there are several); bold: the lowest val loss of a row of two or '
+                  'more.', '',
                   loss_table(runs, seed_cols)]
     if extra:
         parts += ['', '## Other variants, train/val', '', loss_table(runs, extra)]

@@ -45,7 +45,8 @@ def make_run(root, name, val, train=None, step=None, lambdas=(), **config):
     summary = dict(config=cfg, n_params=1.2e6, iter=cfg['max_iters'], finished=True,
                    final_train_loss=train if train is not None else val - 0.01, final_val_loss=val,
                    final_eval_iter=cfg['max_iters'], lambda_table=table, tokens_per_sec=1e4, wall_time_s=400.0,
-                   device='cpu', dtype='bfloat16', compile=False, cuda_graph=False)
+                   device='cpu', dtype='bfloat16', compile=False, cuda_graph=False,
+                   machine=dict(cpu=dict(name='AMD EPYC', vendor='AuthenticAMD', family='25', model='17', threads=2)))
     with open(os.path.join(d, 'summary.json'), 'w') as f:
         json.dump(summary, f)
     with open(os.path.join(d, 'log.jsonl'), 'w') as f:
@@ -62,21 +63,21 @@ def cells(line):
 
 # ----------------------------------------------------------------------------- Student's t
 
-def test_t_test_interval_and_p_match_the_table_and_closed_forms():
-    """t_test's 95% interval is diff +- t(0.975, df) se, t from any printed table (1.960: the normal limit); its p is
-    the two-sided tail, in closed form for df = 1 (Cauchy: 1 - 2 atan|t| / pi) and df = 2 (1 - |t| / sqrt(2 + t^2)),
-    and 0.05 at the interval's end, fractional (Welch's) df too."""
-    table = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 10: 2.228, 20: 2.086, 30: 2.042, 1e6: 1.960}
-    for df, t975 in table.items():
-        lo, hi, _ = report.t_test(0.5, 0.1, df)
-        assert (lo, hi) == (pytest.approx(0.5 - 0.1 * t975, abs=6e-5), pytest.approx(0.5 + 0.1 * t975, abs=6e-5)), df
-    for t in (-300.0, -12.706, -3.0, -0.5, 0.01, 0.7, 2.0, 4.303, 40.0, 1e4):
-        assert report.t_test(t, 1.0, 1)[2] == pytest.approx(1 - 2 * math.atan(abs(t)) / math.pi, rel=1e-8)
-        assert report.t_test(t, 1.0, 2)[2] == pytest.approx(1 - abs(t) / math.sqrt(2 + t * t), rel=1e-8)
-    for df in (1, 2.5, 7, 60):
-        half = report.t_test(0.0, 1.0, df)[1]
-        assert report.t_test(half, 1.0, df)[2] == pytest.approx(0.05, rel=1e-9)
-        assert report.t_test(-2 * half, 2.0, df)[2] == pytest.approx(0.05, rel=1e-9)
+def test_paired_t_closed_forms_and_the_zero_spread_guard():
+    """paired_t (scipy's ttest_rel): on two seeds (df = 1) its p is Cauchy's tail 1 - 2 atan|t| / pi and its 95%
+    interval d +- 12.706 se; identical differences (sd 0, where scipy has no t) give the point as the interval and p 0,
+    or p 1 where the difference is 0 too."""
+    for d1, d2 in ((0.01, 0.03), (-0.2, 0.1), (0.5, 0.52)):
+        r = report.paired_t({1: 0.0, 2: 0.0}, {1: d1, 2: d2})
+        se = abs(d1 - d2) / 2  # sd / sqrt(2) with sd = |d1 - d2| / sqrt(2)
+        t = (d1 + d2) / 2 / se
+        assert r['p'] == pytest.approx(1 - 2 * math.atan(abs(t)) / math.pi, rel=1e-8)
+        assert (r['lo'], r['hi']) == (pytest.approx(r['diff'] - 12.7062 * se, abs=1e-4 * se),
+                                      pytest.approx(r['diff'] + 12.7062 * se, abs=1e-4 * se))
+    flat = report.paired_t({1: 1.0, 2: 2.0, 3: 3.0}, {1: 1.25, 2: 2.25, 3: 3.25})
+    assert (flat['lo'], flat['hi'], flat['p']) == (pytest.approx(0.25), pytest.approx(0.25), 0.0)
+    assert report.paired_t({1: 1.0, 2: 2.0}, {1: 1.0, 2: 2.0})['p'] == 1.0
+    assert report.welch_t([1.0, 1.0], [2.0, 2.0])['p'] == 0.0
 
 
 def test_paired_t_by_hand():
@@ -692,8 +693,8 @@ def test_runs_of_other_machines_formats_or_superseded_numerics_are_named(tmp_pat
     warning = report.markdown(report.load_runs(tmp_path)).split('mixed processors')[1].split('\n## ')[0]
     assert '- gpt+Sym 3L: float32 on AMD EPYC 7551, compiled, 2 threads (s1); float32 on AMD EPYC 7551, eager, ' \
         '2 threads (s2)' in warning
-    assert '- nanogpt 3L: float32 on AMD EPYC 7551, eager, threads unknown (s1); float32 on AMD EPYC 7551, eager, ' \
-        '1 thread (s2)' in warning
+    assert '- nanogpt 3L: float32 on AMD EPYC 7551, eager, threads unknown, each run alike to no other (s1); float32 ' \
+        'on AMD EPYC 7551, eager, 1 thread (s2)' in warning
     # runs older than that record: the backfilled file, and the numerics it marks
     (tmp_path / 'provenance.json').write_text(json.dumps({
         'diff_3L_s1': dict(backfilled=True, machine='AMD EPYC Genoa', dtype='bfloat16', predates=['8b66842'],
@@ -703,10 +704,10 @@ def test_runs_of_other_machines_formats_or_superseded_numerics_are_named(tmp_pat
             edit(name, machine=None, dtype='bfloat16')
     text = report.markdown(report.load_runs(tmp_path))
     assert 'trained before 8b66842' in text.split('mixed code')[1] and 'superseded numerics: diff_3L_s1' in text
-    # the backfilled entry has no commit (trained_at null): its processor is inferred, and says so
-    assert '- gpt+Diff 3L: bfloat16 on AMD EPYC Genoa (*inferred*), eager, threads unknown, before 8b66842 (s1); ' \
-        'bfloat16 on unknown, eager, threads unknown (s2)' in text
-    assert 'Code: not recorded (7 runs); not recorded (*inferred* provenance) (1 run).' in text
+    # the backfilled entry's processor comes from the pages' text, and says so
+    assert '- gpt+Diff 3L: bfloat16 on AMD EPYC Genoa (*inferred*), eager, threads unknown, before 8b66842, each run ' \
+        'alike to no other (s1); bfloat16 on unknown, eager, threads unknown, each run alike to no other (s2)' in text
+    assert 'Code: not recorded (8 runs).' in text
     # a run with its own record: superseded where its commit predates the rule in a config the rule changes
     assert report.NUMERICS[0][3](dict(attn='diff', leak='zero_future', dropout=0.2))
     assert not report.NUMERICS[0][3](dict(attn='diff', leak='none', dropout=0.2))  # the fused path: always the rule
@@ -736,14 +737,35 @@ def synthetic_row(diffs, predicts='<0', metric='val', claim=2, **kw):
     return r
 
 
-def test_claims_verdict_rule():
+@pytest.fixture
+def family(monkeypatch):
+    """register(*rows): the rows, numbered by claim, are their claims' Holm families (claims.FAMILIES for this
+    test alone), then corrected."""
+    import claims
+    fams, of = {}, {}
+    monkeypatch.setattr(claims, 'FAMILIES', fams)
+    monkeypatch.setattr(claims, 'FAMILY_OF', of)
+
+    def register(*rows):
+        fams.clear()
+        of.clear()
+        for r in rows:
+            name = str(r['test'].claim)
+            r['id'] = f"{name}.{len(fams.get(name, ())) + 1}"
+            fams[name] = fams.get(name, ()) + (r['id'],)
+            of[r['id']] = name
+        claims.correct(list(rows))
+        return rows
+    return register
+
+
+def test_claims_verdict_rule(family):
     """The rule on synthetic rows: the interval decides only with 3+ paired seeds of current numerics; seeds without
     the precondition are dropped, not counted; an absent folder or a run of superseded numerics is not measured."""
     import claims
 
     def called(*rows):
-        claims.correct(list(rows))
-        return [claims.verdict(r) for r in rows]
+        return [claims.verdict(r) for r in family(*rows)]
     assert called(synthetic_row([-0.1, -0.12, -0.11])) == ['supported']
     assert called(synthetic_row([0.1, 0.12, 0.11])) == ['contradicted']
     assert called(synthetic_row([-0.1, 0.12, 0.01])) == ['within noise']
@@ -753,8 +775,8 @@ def test_claims_verdict_rule():
     assert called(synthetic_row([], seeds=[])) == ['not shown (precondition absent)']
     # an absent folder renders as not measured instead of failing
     r = claims.measure(claims.Test(2, 'results/<an absent sweep>', '3L', 'sym', 'diff_sym', 'val', '<0'))
-    assert r['missing'] and claims.verdict(r) == 'not measured under the current code'
-    assert claims.row_cells(r)[-1] == 'not measured under the current code'
+    assert r['missing'] and claims.verdict(r) == 'not measured'
+    assert claims.row_cells(r, [])[-1] == '**not measured**'
     # the precondition drops the baseline's seeds without a sink: on the committed Bigram-Backcopy runs, seed 2's
     # layer 2 has first-token attention below 0.3
     r = claims.measure(claims.Test(5, 'results/bigram_backcopy_sink', '2L', 'bb_nanogpt', 'bb_softmax1',
@@ -772,7 +794,7 @@ def test_holm_on_known_values():
     assert claims.holm([0.03]) == [0.03]
 
 
-def test_holm_makes_a_claims_rows_one_family():
+def test_holm_makes_a_claims_rows_one_family(family):
     """Two rows of one claim, each p = 0.03 alone: uncorrected both would be called; Holm over the two gives 0.06 and
     neither is, and the verdict says which it used and what the uncorrected call was. A row of another claim is of
     another family."""
@@ -780,12 +802,11 @@ def test_holm_makes_a_claims_rows_one_family():
     sd = 0.1 / (float(report.stats.t.ppf(1 - 0.03 / 2, 4)) / math.sqrt(5))  # the sd that gives p = 0.03
     diffs = [-0.1 + sd * z for z in (-1.2649, -0.6325, 0, 0.6325, 1.2649)]  # sample sd of these z is 1
     assert report.paired_t({i: 0 for i in range(5)}, dict(enumerate(diffs)))['p'] == pytest.approx(0.03, 1e-3)
-    one, two, other = synthetic_row(diffs), synthetic_row(diffs), synthetic_row(diffs, claim=3)
-    claims.correct([one, two, other])
+    one, two, other = family(synthetic_row(diffs), synthetic_row(diffs), synthetic_row(diffs, claim=3))
     assert one['adj']['p'] == pytest.approx(0.06, 1e-3) and one['adj']['m'] == 2
     assert claims.verdict(one) == 'within noise' and claims.verdict(other) == 'supported'
-    assert claims.method(one) == 'Holm over 2 rows; uncorrected: supported'
-    assert claims.method(other) == 'Holm over 1 row'
+    assert claims.method(one) == 'Holm, m = 2; uncorrected: supported'
+    assert claims.method(other) == 'Holm, m = 1'
 
 
 def test_tost_is_the_90_percent_interval_inside_the_margin():
@@ -804,26 +825,24 @@ def test_tost_is_the_90_percent_interval_inside_the_margin():
         report.stats.t.cdf((0.002 - m) / se, 4), rel=1e-12)
 
 
-def test_a_parity_claim_renders_equivalent_worse_better_or_inconclusive():
+def test_a_parity_claim_renders_equivalent_worse_better_or_inconclusive(family):
     """Claim 1 ('='): equivalent within the margin where TOST says so; else worse / better where B - A excludes 0;
     else inconclusive (a small, noisy study cannot tell equal from unmeasured)."""
     import claims
 
     def call(diffs):
-        r = synthetic_row(diffs, '=', claim=1)
-        claims.correct([r])
+        r, = family(synthetic_row(diffs, '=', claim=1))
         return claims.verdict(r)
     assert call([0.001, -0.001, 0.0005, 0.0, -0.0005]) == f"equivalent within ±{claims.MARGIN['val']}"
     assert call([0.17, 0.18, 0.19]) == 'worse'  # Diff's loss clearly higher: not "supported"
     assert call([-0.17, -0.18, -0.19]) == 'better'
     assert call([0.05, -0.04, 0.01]) == 'inconclusive'
-    r = synthetic_row([0.17, 0.18, 0.19], '=', claim=1)
-    claims.correct([r])  # the verdict names the test it used, and the correction
-    assert claims.method(r) == f"TOST within ±{claims.MARGIN['val']}, Holm over 1 row"
-    assert claims.verdict_cell(r) == f"**worse** (TOST within ±{claims.MARGIN['val']}, Holm over 1 row)"
+    r, = family(synthetic_row([0.17, 0.18, 0.19], '=', claim=1))  # the verdict names its test and correction
+    assert claims.method(r) == f"TOST within ±{claims.MARGIN['val']}, Holm, m = 1"
+    assert claims.verdict_cell(r) == f"**worse** (TOST within ±{claims.MARGIN['val']}, Holm, m = 1)"
 
 
-def test_a_row_pools_the_seeds_of_several_folders_and_refuses_a_seed_twice(tmp_path):
+def test_a_row_pools_the_seeds_of_several_folders_and_refuses_a_seed_twice(tmp_path, family):
     """A sweep continued in a folder of its own (seeds 6-10 on another machine) is pooled with the first by seed: the
     row's paired seeds are both folders' together; a folder not committed yet adds nothing; a seed in two folders
     would be counted twice and is refused."""
@@ -835,11 +854,13 @@ def test_a_row_pools_the_seeds_of_several_folders_and_refuses_a_seed_twice(tmp_p
             for s in seeds:
                 d = tmp_path / folder / f'{v}_3L_s{s}'
                 d.mkdir(parents=True)
-                (d / 'summary.json').write_text(json.dumps(dict(config=dict(seed=s, max_iters=10, dropout=0.0),
-                                                                final_val_loss=base + 0.01 * s)))
+                (d / 'summary.json').write_text(json.dumps(dict(
+                    config=dict(seed=s, max_iters=10, dropout=0.0), final_val_loss=base + 0.01 * s, device='cpu',
+                    machine=EPYC, dtype='float32', compile=False, code=dict(commit='abc1234', dirty=False))))
         return str(tmp_path / folder)
     first, more = runs('a', [1, 2], -0.1), runs('b', [6], -0.12)
-    r = claims.measure(claims.Test(2, (first, more, str(tmp_path / 'absent')), '3L', 'sym', 'diff_sym', 'val', '<0'))
+    r, = family(claims.measure(claims.Test(2, (first, more, str(tmp_path / 'absent')), '3L', 'sym', 'diff_sym',
+                                           'val', '<0')))
     assert r['seeds'] == [1, 2, 6] and r['b'][6] - r['a'][6] == pytest.approx(-0.12)
     assert claims.verdict(r) == 'supported' and '`a` + `b` + `absent` 3L' in claims.setting(r['test'])
     twice = runs('c', [2], -0.1)
@@ -870,7 +891,9 @@ def summaries(root, variant, vals, depth='3L', **fields):
         d.mkdir(parents=True)
         (d / 'summary.json').write_text(json.dumps(dict(config=dict(seed=seed, max_iters=10, dropout=0.0,
                                                                     dataset='shakespeare_char'),
-                                                        final_val_loss=val, device='cpu', **fields)))
+                                                        final_val_loss=val, device='cpu',
+                                                        **dict(dict(code=dict(commit='abc1234', dirty=False)),
+                                                               **fields))))
 
 
 EPYC = dict(cpu=dict(name='AMD EPYC', vendor='AuthenticAMD', family='25', model='1', threads=2))
@@ -923,7 +946,7 @@ def test_mixed_fires_on_each_of_processor_format_era_path_and_threads(tmp_path):
         assert len(groups) == (1 if what == 'none' else 2), (what, list(groups))
 
 
-def test_a_mixed_row_shows_each_group_and_is_called_only_where_they_agree(tmp_path):
+def test_a_mixed_row_shows_each_group_and_is_called_only_where_they_agree(tmp_path, family):
     """Seeds 1-3 of one machine, path and format, seeds 4-5 of another: each group gets its own interval beside the
     pooled one; where the groups' differences have one sign the pooled verdict stands (marked mixed), where not the
     row renders 'groups disagree' and no verdict."""
@@ -939,16 +962,16 @@ def test_a_mixed_row_shows_each_group_and_is_called_only_where_they_agree(tmp_pa
         summaries(tmp_path / folder, 'diff_sym', {4: 2.0 + late, 5: 2.1 + late + 0.01}, **milan)
     rows = [claims.measure(claims.Test(2, str(tmp_path / f), '3L', 'sym', 'diff_sym', 'val', '<0'))
             for f in ('agree', 'disagree')]
-    claims.correct(rows)
-    agree, disagree = rows
+    agree, disagree = family(*rows)
     assert [g['seeds'] for g in agree['groups']] == [[1, 2, 3], [4, 5]]
     assert agree['groups'][0]['label'] == 'bfloat16 on AMD EPYC Genoa, eager, 2 threads'
     assert agree['groups'][1]['label'] == 'float32 on AMD EPYC Milan, eager, 2 threads'
     assert agree['groups'][0]['stat']['diff'] == pytest.approx(-0.1)  # its own paired t, not the pooled -0.178
-    cells = claims.row_cells(agree)
-    assert cells[3].startswith(claims.gap(agree, '{:.3f}') + '; G1 -0.100 [') and '; G2 -0.295 [' in cells[3]
-    assert cells[6].startswith('*mixed*: G1 = bfloat16 on AMD EPYC Genoa, eager, 2 threads (seeds 1, 2, 3); G2 = ')
-    assert claims.verdict(agree) == 'supported' and cells[7].endswith('(*mixed*)')
+    names = []
+    cells = claims.row_cells(agree, names)
+    assert cells[3].startswith(claims.gap(agree, '{:.3f}') + '; (a) -0.100 [') and '; (b) -0.295 [' in cells[3]
+    assert cells[6] == '*mixed*: (a) seeds 1, 2, 3; (b) seeds 4, 5' and names[0] == agree['groups'][0]['label']
+    assert claims.verdict(agree) == 'supported'
     assert claims.verdict(disagree) == 'groups disagree' and not claims.method(disagree)
 
 
@@ -969,10 +992,8 @@ def test_the_highest_of_five_reads_its_runs_under_the_rows_checks(tmp_path):
     s.update(dtype='bfloat16')
     (tmp_path / 'a' / 'nanogpt_3L_s3' / 'summary.json').write_text(json.dumps(s))
     claims._RUNS.clear()
-    assert claims.measure(t)['counts'][-1] == (
-        "highest of the seed's five in 2 of 2; seed 3 not counted, its five runs *mixed*: nanogpt: bfloat16 on AMD "
-        "EPYC Milan, eager, 2 threads / gpt+Diff, gpt+Sym, gpt+Diff+Sym, Norm+Sym: float32 on AMD EPYC Milan, eager, "
-        "2 threads")
+    assert claims.measure(t)['counts'][-1] == "highest of the seed's five in 2 of 2; seed 3 not counted (five runs " \
+        "*mixed*)"
     # seed 3's five all on that format: one group a seed, counted by group
     for v in five:
         path = tmp_path / 'a' / f'{v}_3L_s3' / 'summary.json'
@@ -989,34 +1010,37 @@ def test_the_highest_of_five_reads_its_runs_under_the_rows_checks(tmp_path):
 
 
 def test_a_selecting_row_is_followed_by_its_unselected_twin(tmp_path, monkeypatch):
-    """A row that drops seeds by a precondition (or reads one layer) is followed by the same comparison over every
-    seed (and all layers); the twin is in the claim's Holm family; a twin that another row already is, is not
-    repeated."""
-    import claims
-    claims._RUNS.clear()
-    summaries(tmp_path, 'sym', {1: 2.0, 2: 2.1, 3: 2.2, 4: 1.5}, machine=EPYC, dtype='float32', compile=False)
-    summaries(tmp_path, 'diff_sym', {1: 1.9, 2: 1.98, 3: 2.12, 4: 1.6}, machine=EPYC, dtype='float32', compile=False)
-    monkeypatch.setitem(claims.NEEDS, 'high', ('a loss above 1.8', 'summary.json', lambda s: s['final_val_loss'] > 1.8))
-    folder = str(tmp_path)
-    selected = claims.Test(2, folder, '3L', 'sym', 'diff_sym', 'val', '<0', 'high')
-    monkeypatch.setattr(claims, 'TESTS', [selected])
-    rows = claims.measure_all()
+    """A row that drops seeds by a precondition is followed by the same comparison over every seed, shown and not
+    called; where a row of TESTS is that comparison already, no twin is added and the selecting row names it."""
+    from test_claims import rows as measured
+    for s, (a, b) in enumerate([(2.0, 1.9), (1.9, 1.85), (2.1, 1.95), (1.7, 1.75)], 1):
+        summaries(tmp_path, 'sym', {s: a})
+        summaries(tmp_path, 'diff_sym', {s: b})
+    monkeypatch.setitem(claims_module().NEEDS, 'high', ('a loss above 1.8', 'summary.json',
+                                                        lambda s: s['final_val_loss'] > 1.8))
+    claims = claims_module()
+    selected = claims.Test(2, str(tmp_path), '3L', 'sym', 'diff_sym', 'val', '<0', 'high')
+    rows = measured(monkeypatch, [selected])
     assert [r['test'] for r in rows] == [selected, claims.replace(selected, needs='')]
     assert rows[0]['seeds'] == [1, 2, 3] and rows[1]['seeds'] == [1, 2, 3, 4] and rows[1]['twin_of'] is rows[0]
-    assert rows[0]['adj']['m'] == rows[1]['adj']['m'] == 2
-    assert [claims.number(r) for r in rows] == ['2.1', '2.2, twin of 2.1']
-    monkeypatch.setattr(claims, 'TESTS', [claims.replace(selected, needs=''), selected])  # the twin is a row already
-    rows = claims.measure_all()
-    assert len(rows) == 2 and [claims.number(r) for r in rows] == ['2.1', '2.2, twin: 2.1']  # and is named
-    assert '| 2.2, twin: 2.1 |' in claims.claims_table(rows)
+    assert claims.verdict(rows[1]) == 'not called (the unselected twin)' and 'adj' not in rows[1]
+    assert [claims.number(r) for r in rows] == ['2.1', '2.1, unselected']
+    rows = measured(monkeypatch, [claims.replace(selected, needs=''), selected])  # the twin is a row already
+    assert len(rows) == 2 and [claims.number(r) for r in rows] == ['2.1', '2.2 (its unselected twin: 2.1)']
     assert claims.twin(claims.replace(selected, metric='first_token_L1'), dict(dropped=[])).metric == 'first_token'
+
+
+def claims_module():
+    import claims
+    return claims
 
 
 def test_readme_shows_one_row_per_claim_by_the_rule(tmp_path, monkeypatch):
     """README's findings: one row per claim, the one the rule picks (a decided row on one homogeneous group of 3
-    seeds over a mixed one), the count of the claim's other rows by verdict, and a command with both arms."""
-    import claims
-    claims._RUNS.clear()
+    seeds over a mixed one), in plain words, with a command that runs both arms; a claim whose folder is not
+    committed is "not measured yet"."""
+    from test_claims import rows as measured
+    claims = claims_module()
     genoa = dict(machine=dict(cpu=dict(vendor='AuthenticAMD', family='25', model='17', threads=2)),
                  dtype='bfloat16', compile=False)
     summaries(tmp_path / 'one', 'sym', {1: 2.0, 2: 2.1, 3: 2.2}, **genoa)
@@ -1026,86 +1050,63 @@ def test_readme_shows_one_row_per_claim_by_the_rule(tmp_path, monkeypatch):
     summaries(tmp_path / 'two', 'diff_sym', {1: 2.05, 2: 2.16}, **genoa)
     summaries(tmp_path / 'two', 'diff_sym', {3: 2.24, 4: 2.4}, machine=EPYC, dtype='float32', compile=False)
     tests = [claims.Test(2, str(tmp_path / f), '3L', 'sym', 'diff_sym', 'val', '<0') for f in ('two', 'one')]
-    monkeypatch.setattr(claims, 'TESTS', tests + [claims.Test(3, str(tmp_path / 'one'), '3L', 'sym', 'norm_sym',
-                                                              'val', '>0')])
-    results = claims.measure_all()
-    rows = claims.readme_rows(results, [])
-    assert len(rows) == 2  # claims 2 and 3, one row each
-    two = cells(rows[0])
-    assert two[0] == claims.CLAIMS[2][0] and two[1].startswith('`one` 3L') and two[2] == '3'
-    assert two[4].startswith('**contradicted**') and two[5] == '1 contradicted'
-    assert 'VARIANTS="sym diff_sym"' in two[6] and 'SEEDS="1 2 3"' in two[6]
-    assert cells(rows[1])[4] == '**not measured under the current code**' and cells(rows[1])[6] == '—'
+    results = measured(monkeypatch, tests + [claims.Test(3, str(tmp_path / 'none'), '3L', 'sym', 'norm_sym', 'val',
+                                                         '>0')])
+    strength, row = claims.readme_row(2, results)
+    two = cells(row)
+    assert two[0] == claims.CLAIMS[2][0] and two[3].startswith('`one` 3L') and two[2].endswith('n = 3')
+    assert two[1] == f"**{claims.PLAIN['contradicted'][1]}**" and strength == claims.PLAIN['contradicted'][0]
+    assert 'VARIANTS="sym diff_sym"' in two[4] and 'SEEDS="1 2 3"' in two[4]
+    _, row = claims.readme_row(3, results)
+    assert cells(row)[1] == f"**{claims.PLAIN['not measured'][1]}**" and cells(row)[4] == '—'
 
 
-def test_mixed_cells_show_each_group_in_every_table_that_pools(tmp_path, monkeypatch):
-    """One rule, one code path: a cell whose seeds ran on two machines is *mixed* in --across (report.across_table)
-    and in the claims' variant table (README's "What we found"), each group's mean beside the pooled one, numbered in a
-    legend; a gap whose groups disagree in sign gets no pooled interval."""
-    import claims
-    claims._RUNS.clear()
+def test_mixed_cells_show_each_group_in_every_table_that_pools(tmp_path):
+    """One rule, one code path: a cell whose seeds ran on two machines is *mixed* in --across (report.across_table),
+    each group's mean beside the pooled one, numbered in a legend."""
     genoa = dict(machine=dict(cpu=dict(vendor='AuthenticAMD', family='25', model='17', threads=2)),
                  dtype='bfloat16', compile=False)
     milan = dict(machine=EPYC, dtype='float32', compile=False)
     summaries(tmp_path, 'nanogpt', {1: 2.0, 2: 2.1}, **genoa)
     summaries(tmp_path, 'nanogpt', {3: 2.4}, **milan)
-    summaries(tmp_path, 'diff', {1: 2.1, 2: 2.2}, **genoa)
-    summaries(tmp_path, 'diff', {3: 2.2}, **milan)  # -0.2 on the Milan against +0.1 on the Genoa
     across = report.across_table([str(tmp_path)]).splitlines()
     genoa_label = 'bfloat16 on AMD EPYC Genoa, eager, 2 threads'
     milan_label = 'float32 on AMD EPYC Milan, eager, 2 threads'
     assert cells(across[2])[1] == '? / 2.17 ± 0.21 (n=3) *mixed*: G1 ? / 2.05 ± 0.07 (n=2); G2 ? / 2.40'
     assert across[-1] == f'*mixed* groups: G1 = {genoa_label}; G2 = {milan_label}.'
-    names = []
-    table = claims.variant_table([(str(tmp_path), '3L')], names, lam=False).splitlines()
-    nano, diff = (cells(next(l for l in table if l.startswith(f'| `{v}`'))) for v in ('nanogpt', 'diff'))
-    assert nano[1] == '2.167 ± 0.208 (n=3) *mixed*: G1 2.050 ± 0.071 (n=2); G2 2.400 (n=1)'
-    assert names == [genoa_label, milan_label]
-    assert diff[2].startswith('no pooled value (groups disagree); G1 +0.100 [') and diff[2].endswith(
-        '; G2 -0.200 (one seed) *mixed*')
 
 
-def test_a_collected_gpu_job_moves_its_rows(tmp_path, monkeypatch):
-    """Every folder the GPU queue's jobs write is read by a row of TESTS; until collected, its rows are not measured
-    and name the job and its seeds; once `collect` has written the runs (here: a synthetic collected folder under a
-    results root of its own), the same row renders their verdict and names no job."""
-    import claims
-    import gpu_queue
-    written = {launch.sweep for job in gpu_queue.QUEUE for launch in job.launches}
-    read = {os.path.basename(f) for t in claims.TESTS for f in claims.folders(t)}
-    assert written <= read, f'GPU job folders no claim row reads: {sorted(written - read)}'
+def test_a_committed_fill_moves_its_rows(tmp_path, monkeypatch):
+    """A row of a folder FILLS makes is not measured and waits on its line until the folder's runs are there; then
+    the same row renders their verdict and waits on nothing."""
+    from test_claims import rows as measured
+    claims = claims_module()
     monkeypatch.setattr(claims, 'HERE', str(tmp_path))
-    claims._RUNS.clear()
-    t = next(t for t in claims.TESTS if t.folder == claims.GPU_DROP[''] and t.claim == 2)
-    r = claims.measure(t)
-    assert r['missing'] and claims.row_cells(r)[-1] == ('not measured under the current code (GPU job '
-                                                        '`leak_cells_dropout0.2` runs seeds 1, 2, 3)')
+    t = claims.Test(2, claims.GPU_DROP[''], '3L', 'sym', 'diff_sym', 'val', '<0')
+    r, = measured(monkeypatch, [t])
+    assert r['missing'] and claims.waits(r) and claims.fill_command(r).startswith(
+        'SWEEP=shakespeare_cpu_long_dropout0.2_gpu PROFILE=cpu_long VARIANTS="sym diff_sym" SEEDS="1 2 3"')
     h200 = dict(machine=dict(cpu=EPYC['cpu'], gpu='NVIDIA H200'), dtype='bfloat16', compile=False, cuda_graph=True)
     folder = tmp_path / claims.GPU_DROP['']
     summaries(folder, 'sym', {1: 2.30, 2: 2.32, 3: 2.31}, **h200)
     summaries(folder, 'diff_sym', {1: 2.20, 2: 2.21, 3: 2.22}, **h200)
-    for d in folder.iterdir():  # as collect leaves them: on CUDA
-        s = json.loads((d / 'summary.json').read_text())
-        (d / 'summary.json').write_text(json.dumps(dict(s, device='cuda', config=dict(s['config'], dropout=0.2))))
     claims._RUNS.clear()
-    r = claims.measure(t)
-    claims.correct([r])
-    assert r['seeds'] == [1, 2, 3] and claims.verdict(r) == 'supported'
-    assert claims.row_cells(r)[-1] == '**supported** (Holm over 1 row)'
-    assert claims.computed_cell(r) == 'bfloat16 on NVIDIA H200, graphed'
+    r, = measured(monkeypatch, [t])
+    assert r['seeds'] == [1, 2, 3] and claims.verdict(r) == 'supported' and not claims.waits(r)
+    assert claims.computed_cell(r, []) == '(a)'
     claims._RUNS.clear()
 
 
 def test_backfilled_threads_and_the_pages_commits(tmp_path):
     """A backfilled entry's thread count (a page's OMP_NUM_THREADS=1) is part of what the run was computed on, and
-    with a commit (trained_at) its processor is the page's, not inferred. The committed provenance.json of the sink
+    the pages say it, *inferred* wherever it shows. The committed provenance.json of the sink
     and needle sweeps is what evidence/backfill_provenance.py writes: trained at the commits their pages name."""
     summaries(tmp_path, 'sym', {1: 2.0, 2: 2.0}, dtype='bfloat16', compile=False)
     entry = dict(backfilled=True, machine='AMD EPYC Genoa', dtype='bfloat16', predates=[])
     (tmp_path / 'provenance.json').write_text(json.dumps({'sym_3L_s1': dict(entry, trained_at='9d624ed', threads=1),
                                                           'sym_3L_s2': dict(entry, trained_at=None)}))
     one, two = report.finished(report.load_runs(tmp_path)[('sym', '3L')])
-    assert report.computed_on(one, mark=True) == 'bfloat16 on AMD EPYC Genoa, eager, 1 thread'
+    assert report.group_label([one]) == 'bfloat16 on AMD EPYC Genoa (*inferred*), eager, 1 thread (*inferred*)'
     assert report.computed_on(two, mark=True) == 'bfloat16 on AMD EPYC Genoa (*inferred*), eager, threads unknown'
     sys.path.insert(0, os.path.join(ROOT, 'evidence'))
     import backfill_provenance
@@ -1130,7 +1131,7 @@ def test_command_names_the_profile_and_what_the_runs_changed(tmp_path):
     text = report.render(str(tmp_path / 'b'))
     assert 'Command: `SWEEP=b PROFILE=cpu_long LEAK=zero_future VARIANTS="sym" SEEDS="1 2" ./ablate.sh ' \
         '--dropout=0.2`.' in text
-    assert 'Code: not recorded (2 runs).' in text and 'Computed on: bfloat16 on unknown, eager, threads unknown ' \
+    assert 'Code: not recorded (2 runs).' in text and 'Computed on: bfloat16 on AMD EPYC Genoa, eager, 2 threads ' \
         '(2 runs).' in text
 
 
@@ -1154,3 +1155,30 @@ def test_every_function_of_the_renderers_is_within_80_lines():
         long = [f'{n.name} ({n.end_lineno - n.lineno + 1} lines)' for n in ast.walk(tree)
                 if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.end_lineno - n.lineno + 1 > 80]
         assert not long, f'{name}: {long}'
+
+
+def test_a_bold_marks_the_lowest_of_two_or_more_never_a_lone_value(tmp_path):
+    """The loss tables bold the lowest val loss of a row only where the row has two or more values: a lone value
+    (an "Other variants" row of one) is the lowest of nothing."""
+    make_run(tmp_path, 'nanogpt_3L_s1', 1.5)
+    make_run(tmp_path, 'diff_3L_s1', 1.4)
+    make_run(tmp_path, 'gated_3L_s1', 1.6)
+    runs = report.load_runs(tmp_path)
+    two = report.loss_table(runs, ['nanogpt', 'diff']).splitlines()[-1]
+    assert cells(two)[2].startswith('**') and not cells(two)[1].startswith('**')
+    assert '**' not in report.loss_table(runs, ['gated'])
+
+
+def test_the_lambda_plot_uses_every_logged_lambda(tmp_path):
+    """λ_full's curve reads every line of log.jsonl that logs it (train lines every 10 iterations), not the
+    evaluations alone."""
+    make_run(tmp_path, 'diff_3L_s1', 1.4, lambdas=(0.5,))
+    path = tmp_path / 'diff_3L_s1' / 'log.jsonl'
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    for e in lines:
+        if e['kind'] == 'train':
+            e['lambda/L1/full'] = 0.001 * e['iter']
+    path.write_text(''.join(json.dumps(e) + '\n' for e in lines))
+    curve = report.plot_data(report.load_runs(tmp_path))['lambda_full.png'][('diff', '3L')][1]
+    assert curve[0] == sorted({e['iter'] for e in lines})  # every logged iteration, train and eval
+    assert curve[1][curve[0].index(250)] == pytest.approx(0.25)
