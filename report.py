@@ -7,8 +7,8 @@ Run folders are named <variant>_<depth>_s<seed> (ablate.sh's layout). results.md
   0. a title saying what the sweep is, from the runs' configs (dataset, causal mask or not, schedule, dropout,
      mask_self where used);
   1. final loss, rows depth, columns the seed's variants, cells train/val (mean +- std over seeds), the best
-     val loss of each row in bold; a cell says 'missing' (no run), '—' (no such config in configs/, so no run
-     was due) or 'FAILED' / 'unfinished' instead of a blank;
+     val loss of a row of two or more in bold; a cell says 'missing' (no run), '—' (no such config in configs/, so
+     no run was due) or 'FAILED' / 'unfinished' instead of a blank;
   2. the extra variants (Sym without self-attention, gated, softmax-1, ...) in the same layout as 1;
   3. one row per (depth, variant) with more digits and the training-step loss (train mode, dropout on) beside
      the eval train/val losses;
@@ -23,7 +23,9 @@ Run folders are named <variant>_<depth>_s<seed> (ablate.sh's layout). results.md
      baseline).
 results.md is a pure function of the run files and the sweep folder's name (the command's SWEEP): no paths, no
 dates, and the same text whether or not matplotlib is installed. At its top: the command that makes the runs again,
-their commits and what they were computed on. With matplotlib, val_loss.png and lambda_full.png are written beside it (the text names them).
+their commits and what they were computed on, and the runs no claim's verdict reads (provenance.excluded). With
+matplotlib, val_loss.png (from the eval lines) and lambda_full.png (every line that logs λ_full) are written beside it
+(the text names them).
 """
 import argparse
 import json

@@ -154,12 +154,10 @@ WHY = dict(
                    "copying; a gate can close a head's output, so the gate's claim is read on that head",
     first_token_L2="layer 2 holds the dormant head, which attends to the first token at every query; softmax-1 lets "
                    "a head attend to nothing, so its claim is read on that head",
-    sink="Gu et al.'s sink head: mean attention to position 0 above 0.3 (docs/anchors.md); the claims are about "
-         "removing a sink, which a baseline without one cannot show",
-    sink_L1='the same threshold, on the head the measure reads (layer 1)',
-    sink_L2='the same threshold, on the head the measure reads (layer 2)',
-    outliers="Sun et al.'s massive activations at their lenient end, 100× the median; the claim is about removing "
-             "them",
+    sink="Gu et al.'s sink head (docs/anchors.md); a claim of removing a sink needs a baseline with one",
+    sink_L1='the same, on the head the measure reads',
+    sink_L2='the same, on the head the measure reads',
+    outliers="Sun et al.'s massive activations at their lenient end; a claim of removing them needs them",
     outliers_pc="a first-token outlier and massive activations together, the two the claim says softmax-1 with "
                 "OrthoAdam removes (kurtosis alone did not predict the quantization loss: Vlassis et al. 2025)",
 )
@@ -316,9 +314,9 @@ TESTS = [
                                                                                          'w8a8')),
     # claim 10: the gate and the learning rate (LR_RATES' comment): val at the two highest rates, the highest rate
     # trained without diverging (one row over every rate), spikes at each rate
-    *(Test(10, LR[rate], '3L', 'nanogpt', 'gated', 'val', '<0') for rate in LR_RATES[-2:]),
-    Test(10, tuple(LR.values()), '3L', 'nanogpt', 'gated', 'stable_lr', '>0'),
-    *(Test(10, LR[rate], '3L', 'nanogpt', 'gated', 'spikes', '<0') for rate in LR_RATES),
+    *(Test(10, LR[rate], '3L', 'nanogpt', 'gated', 'val', '<0', part='learning rate') for rate in LR_RATES[-2:]),
+    Test(10, tuple(LR.values()), '3L', 'nanogpt', 'gated', 'stable_lr', '>0', part='learning rate'),
+    *(Test(10, LR[rate], '3L', 'nanogpt', 'gated', 'spikes', '<0', part='spikes') for rate in LR_RATES),
     # claim 11: the effective rank (analyze.py) at T = 256 of Sym's maps against its scores (the softmax raises it),
     # and of Sym's maps against the baseline's (symmetric attention is lower rank)
     Test(11, CPU, '3L', 'sym', 'sym', 'erank_attn', '>0', metric_a='erank_qk'),
@@ -367,13 +365,12 @@ REMOVES = 'B has no {} in every kept seed'
 
 # Choices made after some runs had been seen (from git log), said on the page beside the rows they select
 POSTHOC = [
-    ("the sink's threshold (0.3) and the layers the sink rows read (`first_token_L1`, `first_token_L2`, `sink_L1`, "
-     "`sink_L2`)", "8751064, 2026-11-27", "Bigram-Backcopy's seeds 1-5 (`results/bigram_backcopy_sink`, committed "
-     "in 2d7f180, 2026-11-24)"),
-    ("the TOST margin (`MARGIN`, ±0.01)", "bc86724, 2026-11-28", "claim 1's runs in `results/shakespeare_cpu_long` "
-     "(11ff383) and seeds 1-2 of `results/shakespeare_full` (c68a3df), both 2026-11-23"),
+    ("the sink's threshold and the layers read (`SINK`, `first_token_L1`, `first_token_L2`)", "8751064, 2026-11-27",
+     "Bigram-Backcopy's seeds 1-5 (2d7f180, 2026-11-24)"),
+    ("the TOST margin (`MARGIN`)", "bc86724, 2026-11-28", "claim 1's runs in `shakespeare_cpu_long` (11ff383) and "
+     "`shakespeare_full` (c68a3df), 2026-11-23"),
     ("the learning-rate rules (`LR_RATES`, `SPIKE_RATIO`, `SPIKE_WINDOW`)", "647b1d6, 2026-12-02",
-     "none of their losses: the runs had started (00:46 UTC), their losses unread"),
+     "its runs had started (00:46 UTC), none of their losses read"),
 ]
 
 # The ablate.sh line that fills a folder with no committed run (or a committed folder short of seeds), run where
@@ -400,31 +397,29 @@ FILLS = {
 MIN_SEEDS = report.MIN_SEEDS  # report.py's tables call a difference by the same count
 ALPHA = 0.05
 RULE = f"""\
-`claims.py`'s `verdict()`, in this order:
+`verdict()`, in this order:
 
 1. **not measured**: the folder or cell is not committed; or its runs are excluded (`provenance.excluded`: no commit
-   recorded, uncommitted changes, another corpus or other sweep settings than the row's other runs); or a run
-   predates a commit that changed its numerics (`provenance.NUMERICS`).
+   recorded, uncommitted changes, another corpus or other sweep settings than the row's other runs); or they predate
+   a commit that changed their numerics (`provenance.NUMERICS`).
 2. **not shown (precondition absent)**: seeds whose baseline lacks the phenomenon (`NEEDS`) are dropped, and none is
-   left; so is the unselected twin of such a row.
-3. **too few seeds**: under {MIN_SEEDS} paired seeds; **too few seeds (mixed)**: no homogeneous group holds
-   {MIN_SEEDS}; **groups disagree**: the groups' differences differ in sign.
+   left; so is such a row's unselected twin.
+3. **too few seeds**: under {MIN_SEEDS} paired seeds, or (*mixed*) in every homogeneous group; **groups disagree**:
+   the groups' differences differ in sign.
 4. **not called**: an unselected twin, or a row in no Holm family.
-5. The paired t test of B − A, Holm-corrected over the row's family (`FAMILIES`, named before the runs; its size
-   m fixed, a row without a p counting as p = 1); called where the adjusted p < {ALPHA}: **supported** on the
-   predicted side, **contradicted** on the other, else **within noise**; a control: **B lower** / **B higher**. A
-   claim of "removes" is **removed** where B lacks the phenomenon, by the test that selects A's seeds, in every kept
-   seed; a decrease alone is **reduced, not removed**.
-6. A parity claim ("does not help", "matches"): two one-sided tests (TOST) within `MARGIN`
-   ({'; '.join(f'{k}: ±{v}' for k, v in MARGIN.items())}, a unit of the seed table's last digit), Holm over the
-   family: **equivalent within ±m**, else **worse** / **better**, else **inconclusive**.
+5. The paired t test of B − A, Holm-corrected over the row's family (`FAMILIES`, named before the runs, of fixed
+   size m: a row without a p counts as 1), called where the adjusted p < {ALPHA}: **supported**, **contradicted**
+   (the other side), else **within noise**; a control: **B lower** / **B higher**. "Removes": **removed** where
+   B lacks the phenomenon, by `NEEDS`' test, in every kept seed; a decrease alone is **reduced, not removed**.
+6. A parity claim: two one-sided tests (TOST) within `MARGIN` ({'; '.join(f'{k}: ±{v}' for k, v in MARGIN.items())},
+   a unit of the seed table's last digit): **equivalent within ±m**, else **worse** / **better**, else
+   **inconclusive**.
 
-*mixed*: runs are alike only in one processor, number format, code era, execution path and CPU thread count; a
-run with one of these unknown is alike to no other. *inferred*: taken from the pages' text
-(`evidence/backfill_provenance.py`). A row that reads one layer or drops seeds is followed by its unselected twin.
-README's findings give a row a claim, preferring a row where the phenomenon is there, decided on one homogeneous
-group of {MIN_SEEDS} seeds, closest to the seed's setting (`sweep.py`'s `full`), with most seeds, selecting nothing,
-first in `TESTS`; a claim of two parts gives its weaker part."""
+*mixed*: runs are alike only in processor, number format, code era, execution path and CPU threads; a run with one
+unknown is alike to no other. *inferred*: from the pages' text (`evidence/backfill_provenance.py`). A row that
+reads one layer or drops seeds is followed by its unselected twin. README's findings: a row a claim (for a claim of
+two parts, the weaker part's), preferring the phenomenon present, a decision on {MIN_SEEDS} seeds of one group, the
+seed's setting (`sweep.py`'s `full`), more seeds, no selection, the order of `TESTS`."""
 
 
 def holm(ps):
@@ -706,7 +701,7 @@ def measure_stable(t):
     difference' where equal. Not a t test: in no Holm family."""
     r = dict(test=t, missing=True, superseded=[], seeds=[], dropped=[], counts=[], on=[], groups=[], command=None,
              excluded=[])
-    top, short, used = {}, [], []
+    top, short, used, gone = {}, [], [], {t.a: [], t.b: []}
     for rate, folder in zip(LR_RATES, folders(t)):
         runs = runs_of(folder)
         if runs is None:
@@ -719,8 +714,9 @@ def measure_stable(t):
                 short.append(f'{label(v)} at {rate}')
             if not cell['failed'] and ok and not any(diverged(s) for s in ok):
                 top[v] = rate
-            r['counts'].append(f"{label(v)} at {rate}: diverged in {len(cell['failed']) + sum(map(diverged, ok))} "
-                               f"of {len(ok) + len(cell['failed'])}")
+            gone[v].append(f"{len(cell['failed']) + sum(map(diverged, ok))}/{len(ok) + len(cell['failed'])}")
+    r['counts'] = ['diverged, by rate (' + ', '.join(LR_RATES) + '): ' + '; '.join(
+        f"{label(v)} {' '.join(x)}" for v, x in gone.items())]
     r.update(missing=False, used=used, on=[report.group_label(g) for g in report.homogeneous(used).values()],
              command=FILLS[folders(t)[0]], stable={v: top.get(v, 'none') for v in (t.a, t.b)})
     rank = [LR_RATES.index(top[v]) if v in top else -1 for v in (t.a, t.b)]
@@ -789,8 +785,9 @@ def setting(t):
     """What the row's runs are, from their configs: the folder, depth (A's, then B's where it differs), steps and
     dropout."""
     runs = runs_of(t.folder)
-    name = ' + '.join(f'`{os.path.basename(f)}`' for f in folders(t)[:1 if t.metric == 'stable_lr' else None])
-    name += (' … `_lr3e-2`' if t.metric == 'stable_lr' else '') + f' {t.depth}' + (
+    name = ' + '.join(f'`{os.path.basename(f)}`' for f in folders(t)) if t.metric != 'stable_lr' else \
+        '`shakespeare_cpu_long_lr*`'
+    name += f' {t.depth}' + (
         f' (B: {t.depth_b})' if t.depth_b else '')
     ok = [s for v, d in ((t.a, t.depth), (t.b, t.depth_b or t.depth))
           for s in finished((runs or {}).get((v, d), dict(ok=[])))]
@@ -961,7 +958,8 @@ def claims_table(results, names, fills):
     out = ['| # | runs | measure | A → B | n | B − A [95%] | p | per seed | on | verdict |', '|' + '---|' * 10]
     for r in (r for r in results if not r['missing']):
         t = r['test']
-        runs = ' + '.join(f'`{os.path.basename(f)}`' for f in folders(t)[:1 if t.metric == 'stable_lr' else None])
+        runs = ' + '.join(f'`{os.path.basename(f)}`' for f in folders(t)) if t.metric != 'stable_lr' else \
+            '`shakespeare_cpu_long_lr*`'
         depth = t.depth + (f' (B: {t.depth_b})' if t.depth_b else '')
         measure_name = f'`{t.metric}`' + (f' (A: `{t.metric_a}`)' if t.metric_a else '')
         out.append(f"| {number(r)} | {runs} {depth} | {measure_name} | `{t.a}` → `{t.b}` | "
@@ -984,9 +982,8 @@ def claims_md(results):
     return '\n'.join([
         "# The seeds' claims, tested",
         '',
-        "Rendered by `python evidence/claims.py` from `evidence/claims.py`'s `TESTS` and the committed runs; do not "
-        'edit by hand. Each row reads one results folder (or several joined by +, their seeds pooled): B − A of one '
-        'measure, paired by seed (seed s gives both arms the same batches).',
+        "Rendered by `python evidence/claims.py` from its `TESTS` and the committed runs. Each row: B − A of one "
+        'measure in one results folder (+: folders pooled), paired by seed (the same batches for both arms).',
         '',
         '## The claims',
         '',
@@ -996,10 +993,9 @@ def claims_md(results):
         '',
         RULE,
         '',
-        'Preconditions (`NEEDS`): ' + '; '.join(f'`{k}`: the baseline has {w}' for k, (w, _, _) in NEEDS.items())
-        + '.',
-        '',
-        'Why each selection (`WHY`): ' + '; '.join(f'`{k}`: {w}' for k, w in WHY.items()) + '.',
+        'Preconditions on the baseline\'s run (`NEEDS`), and why (`WHY`): ' + '; '.join(
+            f'`{k}`: {w}: {WHY[k]}' for k, (w, _, _) in NEEDS.items()) + '. The layers read: ' + '; '.join(
+            f'`{k}`: {w}' for k, w in WHY.items() if k not in NEEDS) + '.',
         '',
         'Choices made after some runs had been seen: ' + '; '.join(
             f'{what}, fixed in {when}, after {seen}' for what, when, seen in POSTHOC) + '.',
@@ -1014,7 +1010,7 @@ def claims_md(results):
         '',
         '## Runs to come',
         '',
-        'The rows waiting on runs, and the command that makes them (a GPU runs those marked GPU):',
+        'The rows waiting on runs, and the command that makes them (GPU: on a GPU):',
         '',
     ] + [f"- {key}: `{cmd}`" + ''.join(f"; rows of `{os.path.basename(f)}`: {', '.join(ids)}"
                                        for f, (k, _, ids) in fills.items() if k == key)
@@ -1022,14 +1018,12 @@ def claims_md(results):
         '',
         '## The gate and the learning rate',
         '',
-        f'![val loss against the learning rate]({plot}): final val loss of each variant at each learning rate, the '
-        "mean over its finished seeds and their range (claim 10's runs; a diverged run has no val loss).",
+        f'![val loss against the learning rate]({plot}): each variant\'s mean final val loss over its finished '
+        'seeds, shaded over their range.',
     ] if plot else []) + [
         '',
-        '## Commands',
-        '',
-        'Each folder: `python report.py <folder>` renders its tables (the seed\'s variants side by side among them); '
-        'its `results.md` names the command that makes its runs again, their commits and machines.',
+        'Each folder\'s `results.md` (`python report.py <folder>`) has its tables, the command that makes its runs '
+        'again, their commits and machines.',
         ''])
 
 
@@ -1099,7 +1093,8 @@ def readme_row(claim, results):
     t = r['test']
     n_seeds = len(r['seeds']) if r['seeds'] and not r.get('stable') else '—'
     effect = gap(r, METRICS[t.metric][3]) + (' (pooled across setups)' if len(r['groups']) > 1 else '')
-    command = fill_command(r) or r['command']
+    fill = FILLS.get(folders(t)[0])
+    command = fill if isinstance(fill, str) else fill_command(r) or r['command']
     what = (f"{METRICS[t.metric][0]} − {METRICS[t.metric_a][0].split(' (')[0]}, {label(t.b)}" if t.metric_a else
             f"{METRICS[t.metric][0]}, {label(t.b)} − {label(t.a)}")
     return n, (f"| {CLAIMS[claim][0]} | **{words}** | {effect}, n = {n_seeds} | {setting(t)}; {what} | "

@@ -453,7 +453,7 @@ def test_report_missing_failed_and_several_seeds(tmp_path):
     assert rows['3L'][0] == '1.10 ± 0.14/1.30 ± 0.14 (n=2)'
     assert rows['3L'][1] == '**0.90 ± 0.00/1.10 ± 0.00** (n=2)'  # best val of the row in bold
     assert rows['3L'][2] == 'FAILED s1'
-    assert rows['6L'] == ['**0.50/0.60**', 'unfinished s1', 'missing']  # configs/sym_6L.py exists
+    assert rows['6L'] == ['0.50/0.60', 'unfinished s1', 'missing']  # a lone value: no bold; configs/sym_6L.py exists
     lam = text.split('Per-layer lambda, 3L')[1]
     layer1 = next(l for l in lam.splitlines() if l.startswith('| 1 |'))
     assert [c.strip() for c in layer1.split('|')[2:-1]] == ['1.00 ± 0.00', '0.80 ± 0.14', '0.50 ± 0.00',
@@ -461,7 +461,7 @@ def test_report_missing_failed_and_several_seeds(tmp_path):
     assert (tmp_path / 'results.md').read_text() == text
     _summary(tmp_path / 'diff_gated_6L_s1', 0.4, 0.5)
     other = report.render(str(tmp_path)).split('## Other variants')[1]
-    assert '| 3L | — |' in other and '| 6L | **0.40/0.50** |' in other  # configs/diff_gated_3L.py does not exist
+    assert '| 3L | — |' in other and '| 6L | 0.40/0.50 |' in other  # configs/diff_gated_3L.py does not exist
 
 
 def test_report_takes_each_run_s_seed_from_its_config_not_its_folder_name(tmp_path):

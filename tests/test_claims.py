@@ -23,7 +23,8 @@ def run(root, variant, seed, val=2.0, depth='3L', sink=None, machine=GENOA, log=
     d = root / f'{variant}_{depth}_s{seed}'
     d.mkdir(parents=True)
     cfg = {**dict(seed=seed, max_iters=10, dropout=0.0, dataset='shakespeare_char', learning_rate=1e-3), **config}
-    summary = dict(config=cfg, iter=10, final_val_loss=val, final_train_loss=val, device='cuda' if machine.get('gpu') else 'cpu', machine=machine,
+    summary = dict(config=cfg, iter=10, final_val_loss=val, final_train_loss=val,
+                   device='cuda' if machine.get('gpu') else 'cpu', machine=machine,
                    dtype='bfloat16', compile=False, cuda_graph=False)
     if code:
         summary['code'] = dict(commit=code, dirty=False)
@@ -241,7 +242,8 @@ def test_the_highest_stable_rate_and_the_plot(tmp_path, monkeypatch):
     monkeypatch.setitem(claims.FILLS, lr['1e-3'], 'the command')
     r = claims.measure(t)
     assert r['stable'] == {'nanogpt': '3e-3', 'gated': '1e-2'} and claims.verdict(r) == 'supported'
-    assert 'nanogpt at 1e-2: diverged in 3 of 3' in r['counts']
+    assert r['counts'] == ['diverged, by rate (1e-3, 3e-3, 1e-2, 3e-2): nanogpt 0/3 0/3 3/3 3/3; '
+                           'Gated (G1) 0/3 0/3 0/3 3/3']
     import shutil
     shutil.rmtree(tmp_path / 'shakespeare_cpu_long_lr3e-3' / 'gated_3L_s3')
     claims._RUNS.clear()
