@@ -325,8 +325,22 @@ class Diag(Runs):
 
 
 def diagnostics_names():
-    return dict(groups=lambda: '\n\n'.join(f'{g.caption()}\n\n{g.table()}'
-                                           for g in Diag().groups()))
+    return dict(groups=diagnostics_groups)
+
+
+def diagnostics_groups():
+    """Each group's table; where every group is one run a variant under one label (runs whose thread counts are not
+    recorded, which the pooling rule never pools), one table of every run instead of a table each."""
+    groups = Diag().groups()
+    if len(groups) == 1 or len({g.label for g in groups}) > 1 or any(len(c) > 1 for g in groups
+                                                                      for c in g.cells.values()):
+        return '\n\n'.join(f'{g.caption()}\n\n{g.table()}' for g in groups)
+    rows = sorted(((v, seed, g) for g in groups for v in g.variants for seed in g.seeds(v)),
+                  key=lambda r: (report.variant_key(r[0]), r[1]))
+    body = [[name(v), seed, num(g.values(v, VAL, 'summary.json')[seed], '{:.3f}')]
+            + [num(g.values(v, read)[seed], fmt) for _, read, fmt in D.values()] for v, seed, g in rows]
+    return f"**Every run on its own**, {groups[0].label}:\n\n" + table(
+        ['model', 'seed', 'val loss'] + [c for c, _, _ in D.values()], body)
 
 
 # ----------------------------------------------------------------------------- results/seed_table_explained.md
