@@ -21,6 +21,7 @@ import os
 import re
 import statistics
 import sys
+import textwrap
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -29,6 +30,8 @@ sys.path.insert(0, ROOT)  # report.py, claims.py: `python evidence/pages.py` fro
 import bench  # noqa: E402
 import bench_gpu  # noqa: E402
 import claims  # noqa: E402
+import output  # noqa: E402
+import provenance  # noqa: E402
 import report  # noqa: E402
 from report import NAMES, compare, finished, group_label, homogeneous, run_file  # noqa: E402
 
@@ -689,6 +692,43 @@ def fields(page):
     return [(m.group(1), evaluate(text, m, names)) for m in FIELD.finditer(text)]
 
 
+# ----------------------------------------------------------------------------- README.md's quick start
+
+# The quick start's two commands, each timed whole by evidence/time_command.py (command.json) into a committed folder
+QUICKSTART = 'results/quickstart_cpu'
+DEMO = 'results/shakespeare_demo_cpu'
+README_BLOCK = ('<!-- quickstart:start -->', '<!-- quickstart:end -->')
+
+
+def quickstart_block():
+    """The README's lines on how long the quick start takes without a GPU and what its run learns: from the committed
+    run of `python train.py configs/diff_sym_6L.py` and of `PROFILE=demo ./ablate.sh`, each timed whole."""
+    q, d = (os.path.join(claims.HERE, f, 'command.json') for f in (QUICKSTART, DEMO))
+    if not os.path.exists(q):
+        return f'Its time on a CPU is not measured yet (`{QUICKSTART}` is not committed).'
+    q, s = read_json(q), read_json(os.path.join(claims.HERE, QUICKSTART, 'diff_sym_6L', 'summary.json'))
+    evals = [r for _, r in output.read_log_lines(os.path.join(claims.HERE, QUICKSTART, 'diff_sym_6L', 'log.jsonl'))
+             if r.get('kind') == 'eval']
+    lam = s['lambda_table']
+    moved = max(lam, key=lambda r: abs(r['lambda_full'] - r['lambda_init']))
+    text = (f"Measured without a GPU (`{QUICKSTART}`, commit `{q['commit'][:7]}`, a {q['cpu']['threads']}-core "
+            f"{provenance.machine_label(dict(cpu=q['cpu']))}): the command took {output.duration(q['elapsed_s'])}; "
+            f"val loss went from {num(evals[0]['val_loss'], '{:.2f}')} at step {evals[0]['iter']} to "
+            f"{num(s['final_val_loss'], '{:.2f}')} at step {s['iter']}, and layer {moved['layer']}'s λ_full from "
+            f"its λ_init {num(moved['lambda_init'])} to {num(moved['lambda_full'])}.")
+    if os.path.exists(d):
+        d = read_json(d)
+        text += f" `PROFILE=demo ./ablate.sh` took {output.duration(d['elapsed_s'])} on the same machine (`{DEMO}`)."
+    return text
+
+
+def readme(text):
+    """README.md with its quick-start block rendered (the findings block is claims.py's)."""
+    start, end = README_BLOCK
+    a, b = text.index(start) + len(start), text.index(end)
+    return text[:a] + '\n' + textwrap.fill(quickstart_block(), 117) + '\n' + text[b:]
+
+
 def records():
     """{results.md: its results.json} of every committed GPU check (results/gpu_check/*/) and of the CPU's check of
     the grouped evaluation: each results.md is evidence/bench_gpu.py's render of its results.json."""
@@ -702,6 +742,9 @@ def render(page):
     """The page's text, rendered from its template and the committed runs; a check's results.md (records()) by
     evidence/bench_gpu.py's render from its results.json."""
     claims._RUNS.clear()  # a run file changed since the last render (tests) is read again
+    if page == 'README.md':
+        with open(os.path.join(ROOT, page), encoding='utf-8') as f:
+            return readme(f.read())
     if page not in PAGES:
         return bench_gpu.render(read_json(records()[page]))
     return render_text(template(page), PAGES[page]())
@@ -714,7 +757,7 @@ def main(argv=None):
                     'results.md)')
     args = ap.parse_args(argv)
     stale = []
-    for page in args.pages or [*PAGES, *records()]:
+    for page in args.pages or [*PAGES, *records(), 'README.md']:
         text, path = render(page), os.path.join(ROOT, page)
         with open(path, encoding='utf-8') as f:
             if f.read() != text:

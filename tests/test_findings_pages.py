@@ -168,11 +168,11 @@ NOT_RESULTS = {
 
 def prose(text, page=''):
     """The text a reader takes for prose: without code blocks, `code` (which may run over a line break), HTML
-    comments, a template's {{ fields }}, the block claims.py renders in README's "What we found", and, on a citation
+    comments, a template's {{ fields }}, the README's rendered blocks (claims.py's findings, pages.py's quick start), and, on a citation
     page, its quote blocks. The lines keep their numbers."""
     if page in CITATIONS:
         text = re.sub(r'^>.*$', '', text, flags=re.M)
-    for pattern in (r'<!-- findings:start -->.*?<!-- findings:end -->', r'```.*?```', r'<!--.*?-->', r'\{\{.*?\}\}',
+    for pattern in (r'<!-- (\w+):start -->.*?<!-- \1:end -->', r'```.*?```', r'<!--.*?-->', r'\{\{.*?\}\}',
                     r'`[^`]*`'):
         text = re.sub(pattern, lambda m: '\n' * m[0].count('\n'), text, flags=re.S)
     return text

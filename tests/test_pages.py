@@ -235,3 +235,45 @@ def test_the_gpu_pages_bounds_are_each_checks_own():
     page = open(os.path.join(ROOT, 'results', 'bench_gpu.md'), encoding='utf-8').read()
     ms, ab = pages.alone()['graphed_compiled']['ms_per_iter'], pages.bounds(pages.ALONE)
     assert f"| {ms:.2f} | " in page and f" | {ab['train_bytes'] / ms:.2f} | {ab['train_flops'] / ms:.2f} | " in page
+
+
+def test_the_readmes_quick_start_block_is_its_render(tmp_path, monkeypatch, capsys):
+    """README.md's quick-start lines (the time and the val loss of `python train.py configs/diff_sym_6L.py` without a
+    GPU) are pages.py's render of the committed run: as committed they pass --check, and a digit edited in them fails
+    it, naming README.md."""
+    shutil.copy(os.path.join(ROOT, 'README.md'), tmp_path / 'README.md')
+    monkeypatch.setattr(pages, 'ROOT', str(tmp_path))
+    pages.main(['--check', 'README.md'])
+    text = (tmp_path / 'README.md').read_text(encoding='utf-8')
+    start, end = pages.README_BLOCK
+    a, b = text.index(start), text.index(end)
+    block = text[a:b]
+    if not re.search(r'\d', block.replace(start, '')):
+        block = block.replace('not measured', 'measured 1 time')  # no run committed yet: edit the words instead
+    else:
+        block = digit_changed(block, re.search(r'\d+(?:\.\d+)?', block.replace(start, ' ' * len(start)))[0])
+    (tmp_path / 'README.md').write_text(text[:a] + block + text[b:], encoding='utf-8')
+    with pytest.raises(SystemExit) as e:
+        pages.main(['--check', 'README.md'])
+    assert e.value.code == 1 and 'README.md' in capsys.readouterr().err
+
+
+def test_the_quick_start_block_reads_its_run(tmp_path, monkeypatch):
+    """The block's numbers are the run's: its command's time, its first and last evaluations' val loss, and the layer
+    whose λ_full moved furthest from its λ_init."""
+    run = tmp_path / pages.QUICKSTART / 'diff_sym_6L'
+    run.mkdir(parents=True)
+    cpu = dict(name='Intel(R) Xeon(R) Processor', vendor='GenuineIntel', family='6', model='207', threads=2)
+    (tmp_path / pages.QUICKSTART / 'command.json').write_text(json.dumps(dict(
+        command='python train.py configs/diff_sym_6L.py', elapsed_s=254.0, exit_status=0, commit='abcdef0123',
+        dirty=False, date='2026-12-02', cpu=cpu)))
+    lam = [dict(layer=1, lambda_1=1.0, lambda_2=1.0, lambda_init=0.36, lambda_full=0.40),
+           dict(layer=2, lambda_1=1.0, lambda_2=1.0, lambda_init=0.47, lambda_full=0.21)]
+    (run / 'summary.json').write_text(json.dumps(dict(final_val_loss=2.1937, iter=500, lambda_table=lam)))
+    (run / 'log.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in (
+        dict(iter=0, kind='eval', val_loss=4.1842), dict(iter=10, kind='train', loss=3.0),
+        dict(iter=500, kind='eval', val_loss=2.1937))))
+    monkeypatch.setattr(claims, 'HERE', str(tmp_path))
+    text = ' '.join(pages.quickstart_block().split())
+    assert 'took 4m 14s' in text and 'from 4.18 at step 0 to 2.19 at step 500' in text, text
+    assert "layer 2's λ_full from its λ_init 0.47 to 0.21" in text and 'abcdef0' in text and '2-core' in text, text
