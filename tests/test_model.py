@@ -16,7 +16,6 @@ import dataclasses
 import itertools
 import math
 import os
-import random
 import sys
 
 import pytest
