@@ -1,6 +1,6 @@
 """The docs agree with the code: every pointer from code and configs into the docs names a file and section that
 exist, a new variant is complete (docs/adding_a_variant.md's places), and the repository cites commits and dates, not
-how its work was organised. Text only: no torch, no training."""
+how its work was organised. No training: the variant checks import model.py and config.py, the rest reads text."""
 import ast
 import functools
 import os
