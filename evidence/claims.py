@@ -110,7 +110,7 @@ NEEDS = dict(
 )
 
 
-# The gate and the learning rate (004; issue 65), fixed on 2026-12-02 at 00:50 UTC, after its runs had started
+# The gate and the learning rate (004), fixed on 2026-12-02 at 00:50 UTC, after its runs had started
 # (a sweep at a570e70, started at 00:46 UTC) and before any of their losses was read. Setting: PROFILE=cpu_long's
 # 3-layer Shakespeare model, nanogpt against gated (G1 elementwise), seeds 1-3; only --learning_rate changes (the
 # profile's 1e-3, then 3e-3, 1e-2, 3e-2), with the profile's warmup (50 steps), min_lr (1e-4) and clipping (1.0):

@@ -1,5 +1,5 @@
-"""evidence/claims.py's verdict rules on constructed runs: each rule of issue 62's audit, the runs a verdict never
-reads, the rows not measured yet, and the learning-rate measures of claim 10."""
+"""evidence/claims.py's verdict rules on constructed runs: each rule of the findings audit at a570e70, the runs a
+verdict never reads, the rows not measured yet, and the learning-rate measures of claim 10."""
 import json
 import os
 import sys

@@ -16,6 +16,9 @@ sys.path.insert(0, ROOT)
 import variants  # noqa: E402
 
 sys.path.insert(0, os.path.join(ROOT, 'evidence'))
+import claims  # noqa: E402
+
+TO_COME = set(claims.FILLS)  # the folders of the runs claims.py's rows wait on (each row names its command)
 
 
 def tracked(*patterns):
@@ -50,10 +53,6 @@ PATH = re.compile(r'(?<![\w/.])((?:docs|results)/[\w./-]*[\w/]|README\.md)(?![<{
 # a section of a doc: README's "Quick start", docs/config.md's "Model keys", README, "Quick start" (a quote may be
 # escaped inside a string, and the name may continue on the next line of a docstring or comment)
 SECTION = re.compile(r'(README(?:\.md)?|(?:docs|results)/[\w./-]+\.md)(?:\'s|,)\s+(?:#\s*)?\\?"([^"\\]+)\\?"')
-# README on its own: a pointer that names no section, which a moved section leaves stale unnoticed. Another
-# project's README ("microsoft/unilm's README") is a citation, not a pointer
-# README as a word in prose (not a name such as README_MD, nor the path 'README.md' in quotes, which code opens)
-BARE_README = re.compile(r'(?<![\w/.\'"-])(?<![\w/.-]\'s )README(?!\w)(?!(?:\.md)?(?:\'s|,)\s+(?:#\s*)?\\?")')
 
 
 def elsewhere(before):
@@ -80,7 +79,8 @@ def stale_pointers(files):
         text = read(path)
         line = lambda m: text.count('\n', 0, m.start()) + 1  # noqa: E731
         for m in PATH.finditer(text):
-            if not os.path.exists(os.path.join(ROOT, m[1])) and not elsewhere(text[:m.start()]):
+            if not os.path.exists(os.path.join(ROOT, m[1])) and not elsewhere(text[:m.start()]) \
+                    and m[1].rstrip('/') not in TO_COME:
                 found.append((path, line(m), f'{m[1]}: no such file'))
         for m in SECTION.finditer(text):
             target = 'README.md' if m[1].startswith('README') else m[1]
@@ -89,23 +89,13 @@ def stale_pointers(files):
     return found
 
 
-def sectionless_readme_pointers(files):
-    found = []
-    for path in files:
-        text = read(path)
-        found += [(path, text.count('\n', 0, m.start()) + 1, 'README without its section: write README\'s "Section"')
-                  for m in BARE_README.finditer(text)]
-    return found
-
-
 def test_every_pointer_from_code_into_the_docs_exists():
     """A pointer from code, configs or tests into the docs (a path under docs/ or results/, README.md, a section as
-    README's "Quick start" or docs/config.md's "Model keys") names a file and a heading that exist; one into the
-    README names its section, which is how a moved section shows up here rather than to a reader."""
+    README's "Quick start" or docs/config.md's "Model keys") names a file and a heading that exist, but for the
+    folders of claims.py's runs to come (claims.FILLS), which its rows name with the command that makes them."""
     files = code_files()
     assert 'configs/base_shakespeare_char.py' in files and 'dataset.py' in files and 'ablate.sh' in files
     assert stale_pointers(files) == []
-    assert sectionless_readme_pointers(files) == []
 
 
 def test_every_pointer_between_the_docs_exists():
@@ -114,11 +104,10 @@ def test_every_pointer_between_the_docs_exists():
 
 
 def test_the_pointer_check_catches_what_went_stale(tmp_path, monkeypatch):
-    """The stale pointers that once shipped, each caught: a README pointer without a section, a section the README
-    does not have, a doc section that moved, a results file that is not there. And what is not a pointer passes: a
-    placeholder path, another project's README."""
-    stale = {'a.py': '# explained in the README (README).\n',
-             'b.py': 'raise ValueError("... for GPT-2 tokens (README, \\"dataset\\")")\n',
+    """The stale pointers that once shipped, each caught: a section the README does not have, a doc section that
+    moved, a results file that is not there. And what is not a pointer passes: a placeholder path, another project's
+    README, a README named without a section."""
+    stale = {'b.py': 'raise ValueError("... for GPT-2 tokens (README, \\"dataset\\")")\n',
              'c.py': '"""docs/details.md\'s\n    "What survives whom" table."""\n',
              'd.py': "# results/no_such_sweep.md\n"}
     fine = {'e.py': "# microsoft/unilm's README; results/<sweep>/results.md; configs/{a,b}_3L.py; results/\n",
@@ -132,8 +121,7 @@ def test_the_pointer_check_catches_what_went_stale(tmp_path, monkeypatch):
     (tmp_path / 'results').mkdir()
     for name, text in {**stale, **fine}.items():
         (tmp_path / name).write_text(text)
-    found = {p for p, _, _ in stale_pointers(list(stale) + list(fine)) + sectionless_readme_pointers(
-        list(stale) + list(fine))}
+    found = {p for p, _, _ in stale_pointers(list(stale) + list(fine))}
     assert found == set(stale)
 
 

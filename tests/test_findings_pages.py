@@ -122,7 +122,7 @@ COUNT = rf'(?:\d+|{WORDS}|one|no|none|zero)'
 UNITS = r'(?:seeds?|runs?|variants?|models?|cells?|trials?)'
 METRIC = (r'(?:val(?:idation)?(?: loss)?|train(?:ing)?(?: step)? loss|loss(?:es)?|perplexity|ppl|accuracy|kurtosis|'
           r'MFU|TFLOP/s|tokens/s|first-token attention|λ_full|lambda_full|answer share|p)')
-# What a typed result looks like in prose, in every form the audit of issue 62 typed one
+# What a typed result looks like in prose, in every form the audit at a570e70 typed one
 TYPED = {
     'a number beside a metric word': (
         rf'\b{METRIC}(?: (?:of|at|is|=|near|to|below|above|under|over|about|around|reaches|ends at|falls to|rises to|'
@@ -210,7 +210,7 @@ def test_prose_types_no_result(page):
                          'docs/seed_notes.md or docs/anchors.md goes in a quote block)')
 
 
-# Results typed in each form the audit typed them, every one of which passed the lint before issue 62
+# Results typed in each form the audit typed them, every one of which passed the lint at a570e70
 INSERTED = {
     'a number beside a metric word': ['nanogpt, Diff and Sym fall to val 0.35 within a few hundred steps',
                                       'Norm+Sym is the worst (val loss 1.63)', 'a peak of 0.43 TFLOP/s',
