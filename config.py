@@ -30,7 +30,7 @@ DEFAULTS = dict(
     ckpt_interval=0,  # > 0: also write ckpt.pt every ckpt_interval steps between evals, so that a hard kill (the
                       # OOM killer, a lost node) loses at most that many steps; 0: at evals and stops only
     outlier_interval=0,  # > 0: every outlier_interval steps, token-0 / rest kurtosis and max/median |activation| of
-                         # each block's output on one fixed val batch into log.jsonl (analyze.outlier_record)
+                         # each block's output on one fixed val batch into log.jsonl (measures.outlier_record)
     init_from='scratch',          # 'scratch' | 'resume' (from out_dir/ckpt.pt)
     resume_strict=False,          # True: a resume refuses every changed training key, even one given on the
                                   # command line (ablate.sh: a sweep's run continues only as it was started)

@@ -31,12 +31,12 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 
-from analyze import outlier_batch, outlier_record
 from checkpoint import load_resumed, mend_best, restore_optimizer, resume_settings, save_checkpoint
 from config import MODEL_KEYS, config_files, explicit_keys, parse_config
 from cuda_graph import CudaGraphs
 from dataset import batch_rng, get_batch, load_meta, load_split, seed_torch, sequential_start
 from hardware import machine, peak_memory_mb
+from measures import outlier_batch, outlier_record
 from model import GPT, GPTConfig, check_causal
 from output import write_json
 from processes import StopNow, StopSignal, StopVote, master_first, mean_over_ranks, setup_processes
