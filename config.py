@@ -270,6 +270,29 @@ def config_files(argv):
     return [a for a in argv if not a.startswith('--')]
 
 
+def refuse_default_shape(cfg, argv):
+    """A run from scratch with neither a config file nor a shape on the command line would train GPT-2 small."""
+    if cfg['init_from'] == 'scratch' and not config_files(argv) and \
+            not {'n_layer', 'n_embd', 'block_size'} & explicit_keys(argv):
+        raise ValueError("no config file: without one, train.py's defaults are GPT-2 small's shape (12 layers, n_embd "
+                         "768, block 1024: 85M parameters), hours a step on a CPU. Give a config, e.g. python train.py "
+                         "configs/diff_sym_6L.py (configs/ holds each variant and depth), or the shape on the command "
+                         "line (--n_layer=... --n_embd=... --block_size=...)")
+
+
+def config_warnings(cfg, end_lr):
+    """Settings that are legal but probably not meant: a schedule that ends before the learning rate decays (end_lr:
+    the schedule's rate at max_iters)."""
+    out = []
+    if cfg['decay_lr'] and cfg['lr_decay_iters'] > cfg['max_iters']:
+        out.append(f"lr_decay_iters={cfg['lr_decay_iters']} is past max_iters={cfg['max_iters']}: the learning rate "
+                   f"ends at {end_lr:.3g}, not min_lr={cfg['min_lr']:g} (set --lr_decay_iters={cfg['max_iters']} to "
+                   f"decay fully)")
+    if cfg['decay_lr'] and cfg['warmup_iters'] > cfg['max_iters']:
+        out.append(f"warmup_iters={cfg['warmup_iters']} is past max_iters={cfg['max_iters']}: the run ends in warm-up")
+    return out
+
+
 def pinned_model_keys(argv):
     """The model keys a command sets, which a resume must find equal to its checkpoint's model: every one when it
     gives a config file (a config file describes a whole model, and a key it leaves out asks for the default: a
