@@ -4,6 +4,7 @@ rules of a resume: it continues the run as it was, with the run's own settings f
 the command line names; its model is the checkpoint's, so a command that names another model is refused. And the guard
 before a save or a log line: nothing non-finite is written (check_finite).
 """
+import difflib
 import math
 import os
 from dataclasses import asdict, fields
@@ -114,6 +115,8 @@ def load_resumed(cfg, path, n_tokens):
     field newer than the checkpoint takes its default, which is the model the checkpoint was trained as; the
     command's own model keys were checked by resume_settings). n_tokens: the token ids of this command's data, which
     the checkpoint's embedding must have rows for."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(no_checkpoint(cfg['out_dir'], path))
     try:
         model, ckpt = load_checkpoint(path, 'cpu')
     except UnreadableCheckpoint as e:
@@ -126,6 +129,30 @@ def load_resumed(cfg, path, n_tokens):
         raise ValueError(f"{path} is at iteration {ckpt['iter_num']}, past max_iters={cfg['max_iters']}: "
                          f"set --max_iters to {ckpt['iter_num']} or more to continue it")
     return model, ckpt
+
+
+def no_checkpoint(out_dir, path):
+    """A resume of a folder without ckpt.pt: a did-you-mean over the folders beside it that hold one (a name in
+    another case first, then close ones), else the run folders beside it and inside it; never the folder given."""
+    def runs_in(folder):
+        try:
+            names = sorted(os.listdir(folder or '.'))
+        except OSError:
+            return []
+        return [os.path.join(folder, d) for d in names if os.path.isfile(os.path.join(folder, d, 'ckpt.pt'))
+                and os.path.realpath(os.path.join(folder, d)) != os.path.realpath(out_dir)]
+    parent, name = os.path.split(os.path.normpath(out_dir))
+    beside = runs_in(parent)
+    names = [os.path.basename(r) for r in beside]
+    close = [d for d in names if d.lower() == name.lower()] or difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+    runs = beside + runs_in(out_dir)
+    if close:
+        hint = 'did you mean ' + ' or '.join(f"--out_dir={os.path.join(parent, d)}" for d in close) + '?'
+    elif runs:
+        hint = "run folders with a checkpoint: " + ', '.join(runs[:8]) + (' ...' if len(runs) > 8 else '')
+    else:
+        hint = "a run writes out_dir/ckpt.pt from its first evaluation or stop on; start one with --init_from=scratch"
+    return f"no checkpoint at {path} to resume; {hint}"
 
 
 def unreadable_advice(e, path):
