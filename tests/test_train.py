@@ -606,27 +606,35 @@ def test_cpu_info_reads_the_vendor(tmp_path):
 
 
 def _rank_dtype(rank, port, out):
-    """One DDP rank of setup_processes with dtype=auto, on a 'node' whose processor picks rank 1 bf16, rank 0 fp32."""
+    """One DDP rank of setup_processes with dtype=auto, on a 'node' whose processor picks rank 1 bf16, rank 0 fp32;
+    then its vote on a stop that rank 1 alone heard, and on the next step's, which none did."""
     import torch.distributed as dist
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE='2', MASTER_ADDR='127.0.0.1',
                       MASTER_PORT=str(port))
     processes.pick_dtype = lambda dtype, device_type: ['float32', 'bfloat16'][rank]
     env = processes.setup_processes(config.parse_config(['--device=cpu', '--gradient_accumulation_steps=2']))
     try:
+        with processes.Stop() as stop:
+            stop.signum = signal.SIGTERM if rank == 1 else None
+            votes = [stop.agreed(env)]
+            stop.signum = None
+            votes.append(stop.agreed(env))
         with open(os.path.join(out, f'rank{rank}'), 'w') as f:
-            f.write(f"{env.dtype} {type(env.autocast).__name__}")
+            f.write(f"{env.dtype} {type(env.autocast).__name__} {votes}")
     finally:
         dist.destroy_process_group()
 
 
-def test_ddp_ranks_train_in_rank0s_dtype(tmp_path):
-    """setup_processes: nodes whose processors differ still train in one precision, rank 0's, autocast included."""
+def test_ddp_ranks_train_in_rank0s_dtype_and_stop_at_the_same_step(tmp_path):
+    """setup_processes: nodes whose processors differ still train in one precision, rank 0's, autocast included.
+    A stop heard by one rank is every rank's at the same poll (processes.Stop.agreed), so no rank is left waiting in
+    the next step's all-reduce for one that stopped."""
     import socket
     with socket.socket() as s:
         s.bind(('127.0.0.1', 0))
         port = s.getsockname()[1]
     torch.multiprocessing.spawn(_rank_dtype, args=(port, str(tmp_path)), nprocs=2)
-    assert [(tmp_path / f'rank{r}').read_text() for r in (0, 1)] == ['float32 nullcontext'] * 2
+    assert [(tmp_path / f'rank{r}').read_text() for r in (0, 1)] == ['float32 nullcontext [True, False]'] * 2
 
 
 # --- the GPU step (commit 4cbe1a7, 2026-11-24), what the CPU can check: the CUDA-graph path itself is in tests/test_cuda.py
