@@ -1157,7 +1157,8 @@ def test_sequential_training_steps_take_consecutive_windows(tmp_path, monkeypatc
         x, y = orig(data, rng, batch_size, block_size, device, start)
         seen.append((start, x[:, 0].tolist()))
         return x, y
-    monkeypatch.setattr(train, 'get_batch', record)
+    monkeypatch.setattr(train, 'get_batch', record)  # training's batches
+    monkeypatch.setattr(dataset, 'get_batch', record)  # evaluation's (dataset.eval_batches)
     monkeypatch.setattr(train, 'check_causal', lambda *a, **k: None)
     train.main([*TINY, f'--out_dir={tmp_path / "o"}', '--max_iters=3', '--eval_interval=3', '--eval_iters=1',
                 '--gradient_accumulation_steps=2', '--window_order=sequential'])
