@@ -1,12 +1,16 @@
 """
 A run's checkpoints: ckpt.pt (everything a resume needs) and best.pt (the best weights), written atomically, and the
 rules of a resume: it continues the run as it was, with the run's own settings from ckpt.pt, changing only the keys
-the command line names; its model is the checkpoint's, so a command that names another model is refused.
+the command line names; its model is the checkpoint's, so a command that names another model is refused. And the guard
+before a save or a log line: nothing non-finite is written (check_finite).
 """
+import difflib
+import math
 import os
 from dataclasses import asdict, fields
 
 import torch
+import torch.distributed as dist
 
 from config import DEFAULTS, FREE_ON_RESUME, MODEL_KEYS, config_files, explicit_keys, file_keys, pinned_model_keys
 from dataset import load_meta
@@ -111,6 +115,8 @@ def load_resumed(cfg, path, n_tokens):
     field newer than the checkpoint takes its default, which is the model the checkpoint was trained as; the
     command's own model keys were checked by resume_settings). n_tokens: the token ids of this command's data, which
     the checkpoint's embedding must have rows for."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(no_checkpoint(cfg['out_dir'], path))
     try:
         model, ckpt = load_checkpoint(path, 'cpu')
     except UnreadableCheckpoint as e:
@@ -123,6 +129,30 @@ def load_resumed(cfg, path, n_tokens):
         raise ValueError(f"{path} is at iteration {ckpt['iter_num']}, past max_iters={cfg['max_iters']}: "
                          f"set --max_iters to {ckpt['iter_num']} or more to continue it")
     return model, ckpt
+
+
+def no_checkpoint(out_dir, path):
+    """A resume of a folder without ckpt.pt: a did-you-mean over the folders beside it that hold one (a name in
+    another case first, then close ones), else the run folders beside it and inside it; never the folder given."""
+    def runs_in(folder):
+        try:
+            names = sorted(os.listdir(folder or '.'))
+        except OSError:
+            return []
+        return [os.path.join(folder, d) for d in names if os.path.isfile(os.path.join(folder, d, 'ckpt.pt'))
+                and os.path.realpath(os.path.join(folder, d)) != os.path.realpath(out_dir)]
+    parent, name = os.path.split(os.path.normpath(out_dir))
+    beside = runs_in(parent)
+    names = [os.path.basename(r) for r in beside]
+    close = [d for d in names if d.lower() == name.lower()] or difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+    runs = beside + runs_in(out_dir)
+    if close:
+        hint = 'did you mean ' + ' or '.join(f"--out_dir={os.path.join(parent, d)}" for d in close) + '?'
+    elif runs:
+        hint = "run folders with a checkpoint: " + ', '.join(runs[:8]) + (' ...' if len(runs) > 8 else '')
+    else:
+        hint = "a run writes out_dir/ckpt.pt from its first evaluation or stop on; start one with --init_from=scratch"
+    return f"no checkpoint at {path} to resume; {hint}"
 
 
 def unreadable_advice(e, path):
@@ -152,11 +182,11 @@ def restore_optimizer(optimizer, scaler, ckpt, cuda_graph, device):
         scaler.load_state_dict(ckpt['scaler'])
 
 
-def mend_best(cfg, state):
+def mend_best(run):
     """Rank 0, on resume: ckpt.pt is written before best.pt, so a crash between the two at an eval that improved
     leaves best.pt behind. Then ckpt.pt's weights are that best state, and best.pt is written from them."""
-    ev = state.last_eval
-    if ev.get('iter') != state.iter_num or ev.get('val_loss') != state.best_val_loss or state.iter_num == 0:
+    ev, cfg = run.last_eval, run.cfg
+    if ev.get('iter') != run.iter_num or ev.get('val_loss') != run.best_val_loss or run.iter_num == 0:
         return
     path = run_path(cfg, 'best.pt')
     try:  # a damaged best.pt (unreadable) is mended too: ckpt.pt holds the same best state
@@ -165,33 +195,59 @@ def mend_best(cfg, state):
     except Exception:  # noqa: BLE001: missing, or whatever torch raises for a damaged file
         pass
     print(f"{path} is behind {run_path(cfg)} (a stop between the two writes at iteration {ev['iter']}): mending it")
-    save_checkpoint(cfg, state, None, 'best.pt')
+    save_checkpoint(run, 'best.pt')
 
 
-def save_checkpoint(cfg, state, log, name='ckpt.pt'):
+def check_finite(run, values=None, weights=False):
+    """Stop before anything non-finite is logged or saved: a training loss on any rank (the first bad step, the
+    minimum over ranks), the values about to be logged (eval losses, lambdas), and before a save the weights
+    (equal on every rank, so every rank reaches the same verdict). Every rank calls it at the same points: it is
+    collective under DDP (run: train.py's Run). The step from iteration i to i + 1 is 'iteration i + 1', as the log
+    names it."""
+    bad = run.first_bad
+    if run.env.ddp:
+        bad = torch.where(bad < 0, torch.iinfo(torch.int64).max, bad.long()).reshape(1)
+        dist.all_reduce(bad, op=dist.ReduceOp.MIN)
+        bad = torch.where(bad == torch.iinfo(torch.int64).max, -1, bad)
+    bad, what = int(bad.item()), None
+    if bad >= 0:
+        what = f"non-finite training loss at iteration {bad + 1}"
+    elif values is not None and not all(math.isfinite(v) for v in values.values()):
+        what = f"non-finite values at iteration {run.iter_num}: " + ', '.join(
+            f"{k}={v}" for k, v in values.items() if not math.isfinite(v))
+    elif weights and not torch.stack([torch.isfinite(p).all() for p in run.raw_model.parameters()]).all():
+        what = f"non-finite weights at iteration {run.iter_num}"
+    if what:
+        kept = run_path(run.cfg)
+        held = f"{kept} still holds the last good state" if os.path.exists(kept) else "nothing was saved"
+        raise FloatingPointError(f"{what}; stopping. {held} (try a lower learning_rate, or grad_clip)")
+
+
+def save_checkpoint(run, name='ckpt.pt'):
     """ckpt.pt: everything a resume needs. best.pt, for sampling and evaluation: the weights only (a third of
     ckpt.pt with AdamW). No RNG state: batches and dropout masks are pure functions of (seed, iteration,
     micro-batch). Both carry the tokenizer, so that sample.py decodes without the dataset. The write is atomic: a
-    full disk leaves the previous file as it was, and an error that says so."""
-    raw = state.raw_model
+    full disk leaves the previous file as it was, and an error that says so. run: train.py's Run (its cfg, model,
+    optimizer, iteration, and log once it has one)."""
+    cfg, log, raw = run.cfg, run.log, run.raw_model
     ckpt = dict(format=CHECKPOINT_FORMAT, model=raw.state_dict(), model_args=asdict(raw.config),
-                iter_num=state.iter_num, best_val_loss=state.best_val_loss, last_eval=state.last_eval, config=cfg,
-                tokenizer=state.tokenizer, code=state.code)
+                iter_num=run.iter_num, best_val_loss=run.best_val_loss, last_eval=run.last_eval, config=cfg,
+                tokenizer=run.tokenizer, code=run.code)
     if name == 'ckpt.pt':
-        ckpt['optimizer'] = state.optimizer.state_dict()
-        if state.scaler.is_enabled():
-            ckpt['scaler'] = state.scaler.state_dict()
-        wandb_id = log.wandb_id if log is not None else state.wandb_id
+        ckpt['optimizer'] = run.optimizer.state_dict()
+        if run.scaler.is_enabled():
+            ckpt['scaler'] = run.scaler.state_dict()
+        wandb_id = log.wandb_id if log is not None else run.wandb_id
         if wandb_id is not None:
             ckpt['wandb_run_id'] = wandb_id  # a resumed run continues the same wandb curves
-        if state.clock is not None:
-            ckpt['timing'] = state.clock.totals()
+        if run.clock is not None:
+            ckpt['timing'] = run.clock.totals()
     path = run_path(cfg, name)
     try:
         atomic_write(path, lambda f: torch.save(ckpt, f))
     except OSError as e:
         where = f"the previous {path} is unchanged" if os.path.exists(path) else f"no {name} yet"
-        raise RunError(f"could not write {path} at iteration {state.iter_num} ({e.strerror or e}); {where}. Free "
+        raise RunError(f"could not write {path} at iteration {run.iter_num} ({e.strerror or e}); {where}. Free "
                        f"space or fix the folder's permissions, then continue with --init_from=resume") from None
     if name == 'ckpt.pt' and log is not None:
         log.retire_summary()  # ckpt.pt is past a finished run's summary now (a failed write left the run finished)

@@ -30,7 +30,7 @@ DEFAULTS = dict(
     ckpt_interval=0,  # > 0: also write ckpt.pt every ckpt_interval steps between evals, so that a hard kill (the
                       # OOM killer, a lost node) loses at most that many steps; 0: at evals and stops only
     outlier_interval=0,  # > 0: every outlier_interval steps, token-0 / rest kurtosis and max/median |activation| of
-                         # each block's output on one fixed val batch into log.jsonl (analyze.outlier_record)
+                         # each block's output on one fixed val batch into log.jsonl (measures.outlier_record)
     init_from='scratch',          # 'scratch' | 'resume' (from out_dir/ckpt.pt)
     resume_strict=False,          # True: a resume refuses every changed training key, even one given on the
                                   # command line (ablate.sh: a sweep's run continues only as it was started)
@@ -94,16 +94,22 @@ def typed(value):
     return value if isinstance(value, str) and value else repr(value)
 
 
-def refusal(where, key, value, why):
-    """The one form of every refused value: where it came from, the key, the value, why, and what to write instead
-    (the key's default, which is always accepted, or its choices)."""
-    instead = (', '.join(f"--{key}={typed(c)}" for c in CHOICES[key]) if key in CHOICES else
-               f"a value, or leave --{key} out (its default is '')" if DEFAULTS[key] == '' else
-               f"--{key}={typed(DEFAULTS[key])} (its default)")
+def refusal(where, key, value, why, usual=None):
+    """The one form of every refused value: where it came from, the key, the value, why, and what to write instead:
+    its choices, or the value this run would have used without it (usual: its config files' value, for a value given
+    on the command line), else the key's default, which is always accepted."""
+    if key in CHOICES:
+        instead = ', '.join(f"--{key}={typed(c)}" for c in CHOICES[key])
+    elif usual is not None and usual != DEFAULTS[key] and usual != value:
+        instead = f"--{key}={typed(usual)} (the config's)"
+    elif DEFAULTS[key] == '':
+        instead = f"a value, or leave --{key} out (its default is '')"
+    else:
+        instead = f"--{key}={typed(DEFAULTS[key])} (its default)"
     return f"{where}: {key}={value!r} {why}; write {instead}"
 
 
-def _check(key, value, where):
+def _check(key, value, where, usual=None):
     if key not in DEFAULTS:
         close = difflib.get_close_matches(key, DEFAULTS, n=3, cutoff=0.6)
         hint = f"; did you mean {', '.join(close)}?" if close else "; docs/config.md lists every key"
@@ -113,7 +119,7 @@ def _check(key, value, where):
         value = float(value)  # an int where a float is expected is fine
     if type(value) not in types:  # exact types: bool is not accepted where an int is expected
         names = ' or '.join('None' if t is type(None) else t.__name__ for t in types)
-        raise ValueError(refusal(where, key, value, f"has type {type(value).__name__}, expected {names}"))
+        raise ValueError(refusal(where, key, value, f"has type {type(value).__name__}, expected {names}", usual))
     if key in CHOICES and value not in CHOICES[key]:
         raise ValueError(refusal(where, key, value, f"must be one of {CHOICES[key]}"))
     return value
@@ -209,26 +215,29 @@ def parse_config(argv):
             raise ValueError(f"command line: '{arg}' should be --key=value"
                              + (f" (write {arg}={nxt})" if nxt is not None and not os.path.isfile(nxt) else ''))
     # every config file first, then every override, wherever each stands on the line: an override before its
-    # config file still wins
+    # config file still wins. base: the config files' values, which a refused override's fix quotes
+    base = cfg
     for arg in sorted(argv, key=lambda a: a.startswith('--')):
         if not arg.startswith('--'):
             for k, v in read_config_file(arg).items():
                 cfg[k] = _check(k, v, assigned_at(arg, k))
         else:
+            if base is cfg:
+                base = dict(cfg)
             key, val = arg[2:].split('=', 1)  # values may contain '='
             if val == '':  # '--out_dir=' (an unset shell variable): no key has an empty value
                 _check(key, DEFAULTS.get(key), 'command line')  # an unknown key says so first
-                raise ValueError(refusal('command line', key, val, "is empty (an unset shell variable?)"))
+                raise ValueError(refusal('command line', key, val, "is empty (an unset shell variable?)", base[key]))
             try:
                 v = ast.literal_eval(val)
             except (ValueError, SyntaxError):
                 v = val  # a bare string
             if key in DEFAULTS and str in _expected_types(key) and not isinstance(v, str):
                 v = val  # e.g. --wandb_run_name=123 is a name, not a number
-            cfg[key] = _check(key, v, 'command line')
+            cfg[key] = _check(key, v, 'command line', base.get(key))
     for k in CHOICES:
         _check(k, cfg[k], 'config')
-    check_ranges(cfg)
+    check_ranges(cfg, base)
     return cfg
 
 
@@ -244,16 +253,18 @@ RANGES = [(('batch_size', 'eval_interval', 'log_interval', 'eval_iters', 'gradie
             'learning_rate', 'min_lr', 'weight_decay', 'grad_clip', 'beta1', 'beta2'), 0)]
 
 
-def check_ranges(cfg):
+def check_ranges(cfg, base=None):
     """Values of the right type but outside their range (a negative max_iters trains forever, batch_size=0 fails
-    deep in the model), and the model keys through GPTConfig, so that nothing fails after the run folder is made."""
+    deep in the model), and the model keys through GPTConfig, so that nothing fails after the run folder is made.
+    base: the config files' values; a value given on the command line is refused with the config's as its fix."""
+    base = base or cfg
     for keys, low in RANGES:
         for k in keys:
             if cfg[k] < low:
-                raise ValueError(refusal('config', k, cfg[k], f"must be >= {low}"))
+                raise ValueError(refusal('config', k, cfg[k], f"must be >= {low}", base[k]))
     for k in ('beta1', 'beta2'):
         if cfg[k] >= 1:
-            raise ValueError(refusal('config', k, cfg[k], "must be below 1"))
+            raise ValueError(refusal('config', k, cfg[k], "must be below 1", base[k]))
     if cfg['eval_only'] and cfg['init_from'] != 'resume':
         raise ValueError("config: eval_only=True evaluates a run's checkpoint: add --init_from=resume (with that run's "
                          "--out_dir); from scratch it would score untrained weights")
@@ -261,7 +272,14 @@ def check_ranges(cfg):
         GPTConfig(**{k: cfg[k] for k in MODEL_KEYS if k != 'vocab_size' or cfg[k] is not None})
     except ValueError as e:  # GPTConfig names the key and the value; one key's refusal also says what to write
         one = re.match(r"GPTConfig: (\w+)=\S+ (must|is not)", str(e))
-        instead = f"; write --{one[1]}={typed(DEFAULTS[one[1]])} (its default)" if one and one[1] in DEFAULTS else ''
+        key = one[1] if one and one[1] in DEFAULTS else None
+        changed = [k for k in MODEL_KEYS if cfg[k] != base[k]]  # by the command line
+        instead = ''  # none where another key given on the command line made this one's value wrong
+        if key in changed:  # the value the config files gave it
+            instead = f"; write --{key}={typed(base[key])} " + (
+                "(the config's)" if base[key] != DEFAULTS[key] else "(its default)")
+        elif key and not changed:  # the config file's own value
+            instead = f"; write --{key}={typed(DEFAULTS[key])} (its default)"
         raise ValueError(f"config: {e}{instead}") from None
     # model.py builds a leak in a causal model (for the causality check's tests to catch); a run may not
     if cfg['leak'] != 'none' and cfg['causal']:
@@ -276,6 +294,29 @@ def explicit_keys(argv):
 
 def config_files(argv):
     return [a for a in argv if not a.startswith('--')]
+
+
+def refuse_default_shape(cfg, argv):
+    """A run from scratch with neither a config file nor a shape on the command line would train GPT-2 small."""
+    if cfg['init_from'] == 'scratch' and not config_files(argv) and \
+            not {'n_layer', 'n_embd', 'block_size'} & explicit_keys(argv):
+        raise ValueError("no config file: without one, train.py's defaults are GPT-2 small's shape (12 layers, n_embd "
+                         "768, block 1024: 85M parameters), hours a step on a CPU. Give a config, e.g. python train.py "
+                         "configs/diff_sym_6L.py (configs/ holds each variant and depth), or the shape on the command "
+                         "line (--n_layer=... --n_embd=... --block_size=...)")
+
+
+def config_warnings(cfg, end_lr):
+    """Settings that are legal but probably not meant: a schedule that ends before the learning rate decays (end_lr:
+    the schedule's rate at max_iters)."""
+    out = []
+    if cfg['decay_lr'] and cfg['lr_decay_iters'] > cfg['max_iters']:
+        out.append(f"lr_decay_iters={cfg['lr_decay_iters']} is past max_iters={cfg['max_iters']}: the learning rate "
+                   f"ends at {end_lr:.3g}, not min_lr={cfg['min_lr']:g} (set --lr_decay_iters={cfg['max_iters']} to "
+                   f"decay fully)")
+    if cfg['decay_lr'] and cfg['warmup_iters'] > cfg['max_iters']:
+        out.append(f"warmup_iters={cfg['warmup_iters']} is past max_iters={cfg['max_iters']}: the run ends in warm-up")
+    return out
 
 
 def pinned_model_keys(argv):

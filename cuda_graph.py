@@ -41,7 +41,7 @@ class CudaGraphs:
         shape = (env.accum, cfg['batch_size'], cfg['block_size'])
         self.X = torch.zeros(shape, dtype=torch.long, device=env.device)
         self.Y = torch.zeros_like(self.X)
-        self.eval_X = self.eval_Y = None  # one group of eval batches (train.eval_batches), shaped at the first eval
+        self.eval_X = self.eval_Y = None  # one group of eval batches (dataset.eval_batches), shaped at the first eval
         self.train_graph = self.eval_graph = None
         self.eager_steps = 0
 
@@ -67,7 +67,7 @@ class CudaGraphs:
     def eval_loss(self, forward, X, Y):
         """forward(X, Y) (train.batch_losses: each batch's loss) through its capture, on this group of eval batches
         copied into the graph's fixed inputs: captured at the first call, after one eager forward on a side stream.
-        Every group has the same shape (train.eval_batches), so one capture serves them all."""
+        Every group has the same shape (dataset.eval_batches), so one capture serves them all."""
         if self.eval_graph is None:
             self.eval_X, self.eval_Y = torch.zeros_like(X), torch.zeros_like(Y)
         self.eval_X.copy_(X, non_blocking=True)

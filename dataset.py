@@ -195,3 +195,85 @@ def get_batch(data, rng, batch_size, block_size, device, start=None):
     if device.startswith('cuda'):
         return x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(device, non_blocking=True)
     return x.to(device), y.to(device)
+
+
+# -----------------------------------------------------------------------------------------------------------
+# a run's data: its splits checked against its config, and its evaluation batches
+
+def setup_data(cfg, device='cpu'):
+    """Every rank opens the train and val splits (a small token stream held on the GPU, dataset.load_split);
+    vocab_size, unless set, comes from the dataset's meta.json.
+    Returns the splits, the tokenizer's description (checkpoints carry it, so that sample.py can decode without the
+    dataset) and the number of token ids the batches hold."""
+    T = cfg['block_size']
+    meta = load_meta(cfg['dataset'])
+    if not isinstance(meta.get('vocab_size'), int):
+        raise ValueError(f"dataset '{cfg['dataset']}': its meta.json has no vocab_size (an integer); "
+                         f"e.g. 50304 for GPT-2 tokens (50257 padded to a multiple of 64)")
+    n_vocab = meta['vocab_size']
+    bos = n_vocab if cfg['bos'] else None    # the first id past the dataset's
+    n_tokens = n_vocab + cfg['bos']          # the ids the batches hold: the embedding needs a row for each
+    if cfg['vocab_size'] is None:
+        cfg['vocab_size'] = n_tokens
+    elif cfg['vocab_size'] < n_tokens and not cfg['bos']:
+        raise ValueError(f"vocab_size={cfg['vocab_size']} is below dataset '{cfg['dataset']}''s {n_tokens} token ids "
+                         f"(its meta.json): the embedding would have no row for ids {cfg['vocab_size']}..{n_tokens - 1}. "
+                         f"Leave vocab_size unset (None takes the dataset's), or give at least {n_tokens}")
+    if cfg['bos'] and (meta.get('record_len') or cfg['vocab_size'] <= bos):
+        raise ValueError(f"bos=True needs a token stream (dataset '{cfg['dataset']}' is fixed-length records)"
+                         if meta.get('record_len') else f"bos=True puts token {bos} at position 0: vocab_size="
+                         f"{cfg['vocab_size']} must be at least {bos + 1} (or None, which takes it)")
+    if cfg['window_order'] == 'sequential' and meta.get('record_len'):
+        raise ValueError(f"window_order='sequential' walks the windows of a token stream; dataset "
+                         f"'{cfg['dataset']}' is fixed-length records: use window_order='random'")
+    splits = tuple(load_split(cfg['dataset'], split, meta, bos, device) for split in ('train', 'val'))
+    if meta.get('record_len') and meta['record_len'] != T + 1:
+        raise ValueError(f"dataset '{cfg['dataset']}' has records of {meta['record_len']} tokens: "
+                         f"set block_size={meta['record_len'] - 1}, or make the data again for block_size={T} "
+                         f"(python data/{cfg['dataset']}/prepare.py --help)")
+    for name, d in zip(('train', 'val'), splits):
+        if len(d['tokens']) <= T:
+            raise ValueError(f"{name}.bin has {len(d['tokens'])} tokens, fewer than block_size + 1 = {T + 1}")
+    # a dataset whose records start with its own BOS (data/bigram_backcopy) names it in meta.json, as bos=True does
+    # with the needle task's vocabulary settings (data/needle/prepare.py's TASK_KEYS), which say what its ids mean
+    tokenizer = {k: meta[k] for k in ('tokenizer', 'itos', 'bos', 'n_keys', 'n_values', 'n_filler', 'fused')
+                 if k in meta} or dict(tokenizer='gpt2')
+    if bos is not None:
+        tokenizer['bos'] = bos  # sample.py starts every prompt with it
+    return splits, tokenizer, n_tokens
+
+
+def eval_group(cfg, env, vocab_size):
+    """How many eval batches go through one forward: eval_group, or for 0 (auto) 1 on a CPU (4 batches of the seed's
+    3-layer model at once took longer a batch than one at a time: results/eval_group_cpu) and on CUDA as many as
+    keep a forward within 2^16 tokens and 2^28 bytes of float logits: the seed's 3L model 8 batches of 32 x 256,
+    GPT-2 124M 1. A small model's eval forward is launch-bound on a GPU: 8,400 eval batches were 39% of a 5000-step
+    run's floor (results/bench_gpu.md)."""
+    if cfg['eval_group'] or env.device_type != 'cuda':
+        return cfg['eval_group'] or 1
+    tokens = cfg['batch_size'] * cfg['block_size']
+    return max(1, min(2 ** 16 // tokens, 2 ** 28 // (tokens * vocab_size * 4)))
+
+
+def eval_batches(cfg, env, data, vocab_size):
+    """This rank's eval batches of each split, the same at every evaluation (a pure function of the seed), made once
+    and kept on the device in groups of eval_group(): [(split_id, ks, X, Y)], ks the batch numbers, X and Y the
+    batches stacked. Under DDP rank r takes batches r, r + world, ... The groups are balanced (200 batches at most 8 a
+    group: 25 of 8), a short last one is filled up with copies of its first batch whose losses are dropped, so that
+    every group has one shape (one capture, one compile), and every rank has as many groups (each polls as often)."""
+    B, T = cfg['batch_size'], cfg['block_size']
+    most = -(-cfg['eval_iters'] // env.world)  # the most batches a rank has
+    rounds = -(-most // min(eval_group(cfg, env, vocab_size), most))
+    size = -(-most // rounds)
+    groups = []
+    for split_id, split in enumerate(data):
+        mine = range(env.rank, cfg['eval_iters'], env.world)
+        for i in range(rounds):
+            ks = mine[i * size:(i + 1) * size]  # a range: losses[split_id, ks] is a slice, no index tensor
+            if not ks:  # this rank has fewer batches than the others: it only polls
+                groups.append((split_id, ks, None, None))
+                continue
+            xy = [get_batch(split, batch_rng(cfg['seed'], 1, split_id, k), B, T, env.device)
+                  for k in list(ks) + [ks[0]] * (size - len(ks))]
+            groups.append((split_id, ks, torch.cat([x for x, _ in xy]), torch.cat([y for _, y in xy])))
+    return groups

@@ -1,23 +1,13 @@
 """
 Where train.py runs: its place among the DDP processes (torchrun sets RANK, LOCAL_RANK and WORLD_SIZE), its device
 and precision (Env, setup_processes), and how the processes act together: rank 0 first with its errors passed on
-(master_first), one stop agreed by every rank at the same step (StopSignal, StopVote), a loss averaged over ranks.
-
-Run as a script it is torchrun, with a stop's exit status (torchrun's own arguments, then train.py's):
-
-$ python processes.py --standalone --nproc_per_node=2 train.py configs/diff_sym_6L.py
+(master_first), a stop agreed by every rank at the same step (Stop), a loss averaged over ranks.
 """
+import contextlib
+import datetime
 import os
 import signal
 import sys
-
-EARLY_SIGNALS = []  # the launcher's (torchrun() below): a Ctrl-C or SIGTERM while torch imports, acted on after it
-if __name__ == '__main__':  # recorded, not raised, as train.py's are: an exception inside an import is unsafe
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda signum, frame: EARLY_SIGNALS.append(signum))
-
-import contextlib  # noqa: E402
-import datetime
 from dataclasses import dataclass
 
 import torch
@@ -43,17 +33,14 @@ class StopNow(BaseException):
     every `except Exception` on the way (a library's, a fallback's), which would otherwise swallow the stop."""
 
 
-class StopSignal:
-    """Ctrl-C or SIGTERM. Before the run's first step (start-up: data, model, causality check, compilation, the first
-    evaluation) there is nothing new to save, so a signal stops the run at once, wherever it is (StopNow). From the
-    first step on (under DDP from the training loop's start: StopVote), the first one asks the run to stop at the end
-    of the current step (or evaluation batch) and save a checkpoint; a second Ctrl-C stops at once. Installed first thing in main(), so no signal is lost; a context
-    manager, so the previous handlers come back when the run returns."""
+class Stop:
+    """Ctrl-C or SIGTERM, installed by train.py's main() for the run's life (the previous handlers come back after
+    it). Before the run's first step there is nothing new to save, so a signal ends the run at once (StopNow). From
+    the first step on (armed), it sets a flag, which the training loop acts on at the end of the step or evaluation
+    batch in progress: it saves ckpt.pt and exits 130. A second Ctrl-C stops at once, without saving."""
 
     def __enter__(self):
-        self.requested = False
-        self.deferred = False  # a stop waits for the loop's next poll: set after the first step (StopVote: under DDP,
-        #                        from the loop's start)
+        self.signum, self.armed, self.group = None, False, None
         self.previous = {sig: signal.signal(sig, self.handle) for sig in (signal.SIGINT, signal.SIGTERM)}
         return self
 
@@ -63,48 +50,27 @@ class StopSignal:
 
     def handle(self, signum, frame):
         name = signal.Signals(signum).name
-        if not self.deferred:
+        if not self.armed:
             raise StopNow(f"{name} received before the first step: stopped; no step had finished, so nothing was saved")
-        if self.requested and signum == signal.SIGINT:
+        if self.signum is not None and signum == signal.SIGINT:
             raise KeyboardInterrupt
-        self.requested = True
+        self.signum = signum
         # os.write, not print: the handler may interrupt a print, and a buffered stream cannot be re-entered
         os.write(sys.stdout.fileno(), f"\n{name} received: saving a checkpoint after this step "
                  f"(Ctrl-C again to stop without saving)\n".encode())
 
-
-class StopVote:
-    """Whether to stop now; under DDP every rank must stop at the same step, and torchrun kills its workers 30 s
-    after its own SIGTERM, so the ranks vote at every step, not at log steps. The vote is an all-reduce (max) of
-    each rank's flag on a CPU (gloo) group of its own, asynchronous: the vote started at one poll is read at the
-    next, so it never waits on the GPU or holds the ranks in step. A signal during step i is therefore acted on
-    after step i + 1 (one process: after step i). Every rank polls at the same points (each training step, each
-    round of evaluation batches), so the votes line up."""
-
-    def __init__(self, signal_, env):
-        self.signal, self.ddp, self.pending = signal_, env.ddp, None
-        if self.ddp:
+    def agreed(self, env):
+        """Whether the run stops here. Under DDP every rank must stop at the same step: the ranks agree through one
+        all-reduce (max) of their flags at each of these points (every rank polls at the same ones), on a CPU (gloo)
+        group of its own, so that it never waits on the GPU."""
+        flag = self.signum is not None
+        if not env.ddp:
+            return flag
+        if self.group is None:
             self.group = dist.new_group(backend='gloo')
-            # from here every rank stops by the vote, before its first step too: a rank that stopped at once (StopNow)
-            # while another had finished its first step would leave that one in the step's all-reduce
-            signal_.deferred = True
-
-    def poll(self):
-        if not self.ddp:
-            return self.signal.requested
-        agreed = False
-        if self.pending is not None:
-            work, flag = self.pending
-            work.wait()
-            agreed = flag.item() > 0
-        flag = torch.tensor([int(self.signal.requested)], dtype=torch.int32)
-        self.pending = (dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=self.group, async_op=True), flag)
-        return agreed
-
-    def close(self):
-        if self.pending is not None:
-            self.pending[0].wait()
-            self.pending = None
+        vote = torch.tensor([int(flag)])
+        dist.all_reduce(vote, op=dist.ReduceOp.MAX, group=self.group)
+        return vote.item() > 0
 
 
 def master_first(env, fn):
@@ -202,30 +168,3 @@ def rank0_dtype(dtype):
     index = torch.tensor([choices.index(dtype)])
     dist.broadcast(index, 0)
     return choices[index.item()]
-
-
-def torchrun(argv=None):
-    """torchrun (torch.distributed.run), whose Ctrl-C ends as a stopped run's does: exit status 128 + the signal
-    (130 for SIGINT, 143 for SIGTERM) and one line, where torchrun itself exits 1 with its SignalException's traceback.
-    The stop is torchrun's: it passes the signal to each worker (they run under setsid, outside its process group, so
-    the terminal's Ctrl-C reaches torchrun alone), each saves its checkpoint (StopSignal) and exits 130, and torchrun waits
-    --shutdown_timeout seconds (30 by default) for them before a SIGKILL."""
-    from torch.distributed.elastic.multiprocessing.api import SignalException
-    from torch.distributed.run import main
-
-    def stop(signum, frame):  # torchrun's own handler, which it installs again once it starts its workers
-        raise SignalException(f"Process {os.getpid()} got signal: {signum}", sigval=signal.Signals(signum))
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, stop)
-    try:
-        if EARLY_SIGNALS:
-            stop(EARLY_SIGNALS[0], None)
-        main(argv)
-    except SignalException as e:
-        print(f"processes.py: {signal.Signals(e.sigval).name} received: every worker started was asked to save its "
-              f"checkpoint and stop (their lines above say where); resume with --init_from=resume", file=sys.stderr)
-        return 128 + int(e.sigval)
-    return 0
-
-if __name__ == '__main__':
-    sys.exit(torchrun())

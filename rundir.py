@@ -13,9 +13,9 @@ import time
 
 import torch
 
-from dataset import ensure_data
-from hardware import peak
-from output import atomic_write, duration, lock_at, read_log_lines
+from dataset import ensure_data, load_meta
+from hardware import machine, peak, peak_memory_mb
+from output import atomic_write, duration, lock_at, read_log_lines, write_json
 
 try:
     import fcntl  # the run folder's lock (POSIX); without it (Windows) runs are not locked
@@ -307,6 +307,38 @@ class Throughput:
 
     def tokens_per_sec(self):
         return self.train_tokens / self.train_time if self.train_time > 0 else None
+
+
+def start_line(env, clock):
+    """The line a run starts with: where it runs, in what precision, and its tokens a step."""
+    graphs = ''
+    if env.device_type == 'cuda':  # on, or off and why
+        graphs = f", CUDA graphs {'on' if env.cuda_graph else 'off'}" + (f" ({env.cuda_graph_why})"
+                                                                         if env.cuda_graph_why else '')
+    return (f"device {env.device} ({env.world} process{'es' if env.world > 1 else ''}), dtype {env.dtype}, compile "
+            f"{env.compile}{graphs}, {clock.tokens_per_iter:,} tokens per iteration" + (
+                f", MFU against {clock.peak / 1e12:.3g} TFLOP/s ({clock.peak_source})" if clock.peak else ''))
+
+
+def write_summary(run, finished):
+    """Rank 0, at a run's end (train.py's Run): summary.json when the run finished, the log's close, and the lambda
+    table."""
+    cfg, env, clock, table = run.cfg, run.env, run.clock, run.raw_model.lambda_table()
+    last, best = run.last_eval, run.best_val_loss
+    summary = dict(
+        config=cfg, n_params=run.raw_model.get_num_params(), iter=run.iter_num, finished=finished,
+        final_train_loss=last.get('train_loss'), final_val_loss=last.get('val_loss'),
+        final_eval_iter=last.get('iter'), best_val_loss=best if best < float('inf') else None,
+        lambda_table=table, tokens_per_sec=clock.tokens_per_sec(), wall_time_s=clock.totals()['wall_time'],
+        mfu_peak_flops=clock.peak, mfu_peak_source=clock.peak_source, peak_memory_mb=peak_memory_mb(env.device),
+        device=env.device, dtype=env.dtype, world_size=env.world, compile=env.compile, cuda_graph=env.cuda_graph,
+        torch_version=torch.__version__, code=run.code,
+        corpus_sha256=load_meta(cfg['dataset']).get('corpus_sha256'), machine=machine(env.device))
+    if finished:
+        write_json(run_path(cfg, 'summary.json'), summary)
+    run.log.close(summary)
+    if table:
+        print(f"\nper-layer lambda after {run.iter_num} iterations:\n{lambda_markdown(table)}")
 
 
 def code_version(untracked=True):

@@ -27,14 +27,11 @@ STOP = []  # a signal between two runs: no other run starts
 
 
 def on_signal(signum, frame):
-    """Outside a run's own handler (train.py's, from its main()'s start to its end): no other run starts, and a run
-    between its cli() call and that handler stops at once, as train.py stops on a signal during its imports."""
+    """Outside a run's own handler (train.py's Stop, from its main()'s start to its end): no other run starts."""
     STOP.append(signum)
-    if 'train' in sys.modules:
-        sys.modules['train'].EARLY_SIGNALS.append(signum)
 
 
-if __name__ == '__main__':  # before the imports (seconds, for torch), as train.py's own
+if __name__ == '__main__':  # before the imports (seconds, for torch)
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, on_signal)
 

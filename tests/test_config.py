@@ -70,3 +70,21 @@ def test_a_run_that_cannot_fit_in_memory_is_refused_before_anything_is_made(tmp_
                         f'--out_dir={out}'], cwd=root, capture_output=True, text=True, timeout=120)
     assert p.returncode == 1 and 'block_size=10000000' in p.stderr and 'GiB' in p.stderr, p.stderr
     assert 'write a smaller --block_size' in p.stderr and not out.exists(), p.stderr
+
+
+def suggested_fix(message, key):
+    """The `--key=value` a refusal says to write."""
+    return next(w.rstrip(',;') for w in message.split() if w.startswith(f'--{key}='))
+
+
+@pytest.mark.parametrize('bad', ['--n_layer=0', '--max_iters=-5', '--max_iters=five', '--max_iters=', '--beta2=1.5'])
+def test_a_refused_override_s_fix_is_the_value_the_config_gave(tmp_path, bad):
+    """The fix a refusal quotes is this run's value, the config file's (a 3-layer config, a 200-step schedule), not
+    the global default: written as typed, it gives the run its config made."""
+    path = tmp_path / 'c.py'
+    path.write_text("n_layer = 3\nmax_iters = 200\nbeta2 = 0.95\n")
+    key = bad[2:].split('=')[0]
+    with pytest.raises(ValueError) as e:
+        config.parse_config([str(path), bad])
+    fixed = config.parse_config([str(path), suggested_fix(str(e.value), key)])
+    assert fixed == config.parse_config([str(path)]), str(e.value)

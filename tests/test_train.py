@@ -4,6 +4,7 @@ import io
 import json
 import os
 import runpy
+import shlex
 import shutil
 import signal
 import subprocess
@@ -259,7 +260,7 @@ def main_stopped_at(out_dir, stop_at, *args):
     def forward_then_sigterm(self, idx, targets=None, **kw):
         calls.append(self.training)
         if armed and self.training and sum(calls) == stop_at:
-            os.kill(os.getpid(), signal.SIGTERM)  # handled by train.StopSignal, as a real SIGTERM
+            os.kill(os.getpid(), signal.SIGTERM)  # handled by the run's processes.Stop, as a real SIGTERM
         return forward(self, idx, targets, **kw)
     guard = train.check_causal
 
@@ -340,10 +341,12 @@ def test_scratch_refuses_to_overwrite_a_checkpoint(tmp_path, run2):
     assert p.returncode == 1 and 'no checkpoint at' in p.stderr
 
 
-def test_sigterm_saves_a_checkpoint_then_resume_finishes(tmp_path):
+def test_sigterm_saves_a_checkpoint_and_the_resume_command_it_prints_works_as_typed(tmp_path):
+    """SIGTERM during training: ckpt.pt at the step it stopped at, exit 130, and the command to continue, which,
+    typed as printed (in the folder train.py is in), resumes at that iteration, says so, and finishes the run."""
     out = tmp_path / 'o'
-    cmd = [sys.executable, os.path.join(ROOT, 'train.py'), *TINY, f'--out_dir={out}', '--max_iters=100000',
-           '--eval_interval=100000']
+    cmd = [sys.executable, os.path.join(ROOT, 'train.py'), *TINY, f'--out_dir={out}', '--max_iters=300',
+           '--lr_decay_iters=300', '--eval_interval=100000']
     p = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.time() + 120
     while time.time() < deadline:  # wait for training to be under way
@@ -354,10 +357,31 @@ def test_sigterm_saves_a_checkpoint_then_resume_finishes(tmp_path):
     rest = p.communicate(timeout=120)[0]
     assert p.returncode == 130, rest
     _, ckpt = load_checkpoint(str(out / 'ckpt.pt'))
-    assert ckpt['iter_num'] >= 3 and 'stopped at iteration' in rest
-    assert not (out / 'summary.json').exists()  # not finished
-    train_cli(out, '--max_iters=%d' % (ckpt['iter_num'] + 2), '--eval_interval=100000', '--init_from=resume')
-    assert json.load(open(out / 'summary.json'))['iter'] == ckpt['iter_num'] + 2
+    assert 3 <= ckpt['iter_num'] < 300 and not (out / 'summary.json').exists(), rest  # stopped, not finished
+    typed = next(l for l in rest.splitlines() if 'stopped at iteration' in l).split('continue with: ')[1]
+    argv = shlex.split(typed)
+    assert argv[:2] == ['python', 'train.py'], typed
+    p = cli(*argv[2:])
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert f"{out / 'ckpt.pt'} at iteration {ckpt['iter_num']}" in p.stdout, p.stdout
+    assert json.load(open(out / 'summary.json'))['iter'] == 300
+
+
+def test_a_resume_of_a_missing_out_dir_offers_the_run_folders_beside_it_never_itself(tmp_path, run2):
+    """--out_dir=out/diff_sym_6l for out/diff_sym_6L: the did-you-mean names the folder in its own case, and as
+    typed it resumes that run. A folder without ckpt.pt (a committed run's record) is never offered for itself."""
+    runs = tmp_path / 'out'
+    shutil.copytree(run2, runs / 'diff_sym_6L')
+    shutil.copytree(run2, runs / 'nanogpt_6L')
+    p = cli(*TINY, f'--out_dir={runs / "diff_sym_6l"}', '--init_from=resume', '--max_iters=2')
+    assert p.returncode == 1 and 'Traceback' not in p.stderr, p.stderr
+    offered = [w.rstrip('?,') for w in p.stderr.split() if w.startswith('--out_dir=')]
+    assert offered == [f'--out_dir={runs / "diff_sym_6L"}'], p.stderr
+    assert cli(*TINY, offered[0], '--init_from=resume', '--max_iters=3', '--lr_decay_iters=3').returncode == 0
+    (runs / 'nanogpt_6L' / 'ckpt.pt').unlink()  # a record: summary.json and log.jsonl, no checkpoint
+    p = cli(*TINY, f'--out_dir={runs / "nanogpt_6L"}', '--init_from=resume', '--max_iters=4', '--lr_decay_iters=4')
+    assert p.returncode == 1 and str(runs / 'diff_sym_6L') in p.stderr, p.stderr
+    assert str(runs / 'nanogpt_6L') not in p.stderr.split('; ', 1)[1], p.stderr
 
 
 def ignore_sigint():
@@ -367,18 +391,15 @@ def ignore_sigint():
 
 # moments of a short run (40 steps, evaluations of 20 batches at 0, 10, 20, 30, 40, ckpt.pt every 5 steps): a delay
 # after the start (the imports), or the line of the output after which the signal goes
-MOMENTS = [(0.5, None, signal.SIGINT), (None, 'number of parameters', signal.SIGINT),
-           (None, 'device cpu', signal.SIGTERM), (None, 'step 0:', signal.SIGINT), (None, 'iter 3:', signal.SIGINT),
-           (None, 'iter 10:', signal.SIGTERM), (None, 'iter 25:', signal.SIGINT), (None, 'step 40:', signal.SIGTERM)]
+MOMENTS = [(None, 'device cpu', signal.SIGTERM), (None, 'step 0:', signal.SIGINT), (None, 'iter 10:', signal.SIGTERM),
+           (None, 'step 40:', signal.SIGINT)]
 
 
 @pytest.mark.parametrize('delay,line,sig', MOMENTS)
 def test_a_signal_at_any_moment_stops_the_run_with_130(tmp_path, delay, line, sig):
-    """One SIGINT sent 25 s into a background run was ignored (status 0, no line): raised in an import, the stop was
-    caught by a library's optional import, which went on half-imported; and one in an `except Exception` would be
-    swallowed. Started as a background job (SIGINT ignored, as a non-interactive shell's `cmd &` has it), the run
-    gets a signal at each moment: it stops with 130 and a checkpoint, or before anything was trained (a signal before
-    Python runs train.py kills the process by its default action, writing nothing)."""
+    """Started as a background job (SIGINT ignored, as a non-interactive shell's `cmd &` has it: the run's own handler
+    hears it all the same), the run gets a signal at each moment: before its first step it ends at once with 130 and
+    a line, nothing saved; after, it stops with 130 and a checkpoint, and says where it stopped."""
     out = tmp_path / 'o'
     cmd = [sys.executable, os.path.join(ROOT, 'train.py'), *TINY, f'--out_dir={out}', '--max_iters=40',
            '--eval_interval=10', '--eval_iters=20', '--ckpt_interval=5']
@@ -587,27 +608,35 @@ def test_cpu_info_reads_the_vendor(tmp_path):
 
 
 def _rank_dtype(rank, port, out):
-    """One DDP rank of setup_processes with dtype=auto, on a 'node' whose processor picks rank 1 bf16, rank 0 fp32."""
+    """One DDP rank of setup_processes with dtype=auto, on a 'node' whose processor picks rank 1 bf16, rank 0 fp32;
+    then its vote on a stop that rank 1 alone heard, and on the next step's, which none did."""
     import torch.distributed as dist
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE='2', MASTER_ADDR='127.0.0.1',
                       MASTER_PORT=str(port))
     processes.pick_dtype = lambda dtype, device_type: ['float32', 'bfloat16'][rank]
     env = processes.setup_processes(config.parse_config(['--device=cpu', '--gradient_accumulation_steps=2']))
     try:
+        with processes.Stop() as stop:
+            stop.signum = signal.SIGTERM if rank == 1 else None
+            votes = [stop.agreed(env)]
+            stop.signum = None
+            votes.append(stop.agreed(env))
         with open(os.path.join(out, f'rank{rank}'), 'w') as f:
-            f.write(f"{env.dtype} {type(env.autocast).__name__}")
+            f.write(f"{env.dtype} {type(env.autocast).__name__} {votes}")
     finally:
         dist.destroy_process_group()
 
 
-def test_ddp_ranks_train_in_rank0s_dtype(tmp_path):
-    """setup_processes: nodes whose processors differ still train in one precision, rank 0's, autocast included."""
+def test_ddp_ranks_train_in_rank0s_dtype_and_stop_at_the_same_step(tmp_path):
+    """setup_processes: nodes whose processors differ still train in one precision, rank 0's, autocast included.
+    A stop heard by one rank is every rank's at the same poll (processes.Stop.agreed), so no rank is left waiting in
+    the next step's all-reduce for one that stopped."""
     import socket
     with socket.socket() as s:
         s.bind(('127.0.0.1', 0))
         port = s.getsockname()[1]
     torch.multiprocessing.spawn(_rank_dtype, args=(port, str(tmp_path)), nprocs=2)
-    assert [(tmp_path / f'rank{r}').read_text() for r in (0, 1)] == ['float32 nullcontext'] * 2
+    assert [(tmp_path / f'rank{r}').read_text() for r in (0, 1)] == ['float32 nullcontext [True, False]'] * 2
 
 
 # --- the GPU step (commit 4cbe1a7, 2026-11-24), what the CPU can check: the CUDA-graph path itself is in tests/test_cuda.py
@@ -684,10 +713,10 @@ def test_eval_group_auto_is_one_on_a_cpu_and_fills_a_gpu_within_its_bounds():
     within 2^16 tokens and 2^28 bytes of float logits."""
     cfg = config.parse_config(['--batch_size=32', '--block_size=256'])
     env = lambda kind: processes.Env(False, 0, 0, 1, kind, kind, 'float32', contextlib.nullcontext(), False, 1)
-    assert train.eval_group(cfg, env('cpu'), 65) == 1
-    assert train.eval_group(cfg, env('cuda'), 65) == 8  # the seed's 3-layer model: 8 x 8192 tokens
-    assert train.eval_group(dict(cfg, batch_size=12, block_size=1024), env('cuda'), 50304) == 1  # GPT-2 124M
-    assert train.eval_group(dict(cfg, eval_group=5), env('cpu'), 65) == 5  # set: as set
+    assert dataset.eval_group(cfg, env('cpu'), 65) == 1
+    assert dataset.eval_group(cfg, env('cuda'), 65) == 8  # the seed's 3-layer model: 8 x 8192 tokens
+    assert dataset.eval_group(dict(cfg, batch_size=12, block_size=1024), env('cuda'), 50304) == 1  # GPT-2 124M
+    assert dataset.eval_group(dict(cfg, eval_group=5), env('cpu'), 65) == 5  # set: as set
     with pytest.raises(ValueError, match='eval_group=-1 must be >= 0'):
         config.parse_config(['--eval_group=-1'])
 
@@ -696,7 +725,7 @@ def test_training_step_never_waits_for_the_device(tmp_path, monkeypatch):
     """A step a CUDA graph can capture, and one that never stalls the GPU queue: nothing in train_step reads a
     tensor's value on the host (.item(), bool(), float(), .tolist(), .numpy()). Logging reads the loss every
     log_interval steps, outside the step."""
-    step = train.train_step
+    step = train.Run.train_step
 
     def no_reads(*a, **k):
         def refuse(self, *_, **__):
@@ -705,7 +734,7 @@ def test_training_step_never_waits_for_the_device(tmp_path, monkeypatch):
             for name in ('item', '__bool__', '__float__', '__int__', 'tolist', 'numpy'):
                 m.setattr(torch.Tensor, name, refuse)
             return step(*a, **k)
-    monkeypatch.setattr(train, 'train_step', no_reads)
+    monkeypatch.setattr(train.Run, 'train_step', no_reads)
     for extra in ([], ['--gradient_accumulation_steps=2', '--dropout=0.1', '--attn=diff']):
         out = tmp_path / f'o{len(extra)}'
         assert train.main([*TINY, f'--out_dir={out}', '--max_iters=4', '--eval_interval=4', *extra]) == 0
@@ -1130,7 +1159,8 @@ def test_sequential_training_steps_take_consecutive_windows(tmp_path, monkeypatc
         x, y = orig(data, rng, batch_size, block_size, device, start)
         seen.append((start, x[:, 0].tolist()))
         return x, y
-    monkeypatch.setattr(train, 'get_batch', record)
+    monkeypatch.setattr(train, 'get_batch', record)  # training's batches
+    monkeypatch.setattr(dataset, 'get_batch', record)  # evaluation's (dataset.eval_batches)
     monkeypatch.setattr(train, 'check_causal', lambda *a, **k: None)
     train.main([*TINY, f'--out_dir={tmp_path / "o"}', '--max_iters=3', '--eval_interval=3', '--eval_iters=1',
                 '--gradient_accumulation_steps=2', '--window_order=sequential'])
