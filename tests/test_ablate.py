@@ -1204,3 +1204,32 @@ def test_nproc_runs_each_run_under_torchrun(tmp_path):
           PYTHON=python_for_ablate(tmp_path, torchrun))
     line = calls.read_text().splitlines()[0]
     assert line.startswith('-m torch.distributed.run --standalone --nproc_per_node=2 train.py configs/nanogpt_3L.py')
+
+
+def test_slurm_submits_the_unfinished_runs_as_an_array_and_a_report_job_after_it(tmp_path):
+    """SLURM=1 with sbatch faked on PATH: one array of the unfinished runs (their list written for the tasks, the
+    sweep's settings kept), then report.py's job after it; with every run finished, report.py at once instead."""
+    bin_dir, sbatch_log, calls = tmp_path / 'bin', tmp_path / 'sbatch.log', tmp_path / 'calls.log'
+    bin_dir.mkdir()
+    (bin_dir / 'sbatch').write_text(f'#!/bin/sh\necho "$*" >> {sbatch_log}\necho 12$(wc -l < {sbatch_log})\n')
+    (bin_dir / 'sbatch').chmod(0o755)
+    root = tmp_path / 't'
+    (root / 'nanogpt_3L_s1').mkdir(parents=True)
+    (root / 'nanogpt_3L_s1' / 'summary.json').write_text('{"iter": 2}')
+    kw = dict(VARIANTS='nanogpt diff', DEPTHS='3L', SEEDS='1 2', SLURM='1', PATH=f"{bin_dir}:{os.environ['PATH']}",
+              PYTHON=python_for_ablate(tmp_path, stand_ins(calls)))
+    out = sweep(tmp_path, **kw)
+    array, report_job = sbatch_log.read_text().splitlines()
+    assert '--array=0-2' in array and array.endswith('ablate.sh ' + ' '.join(TINY)), array
+    assert '--dependency=afterany:121' in report_job and f'report.py {root}' in report_job
+    listed = array.split('ABLATE_RUNS=')[1].split(',')[0]
+    assert [line.split()[1] for line in open(listed)] == [f'{root}/{r}' for r in ('diff_3L_s1', 'nanogpt_3L_s2',
+                                                                                    'diff_3L_s2')]
+    assert 'submitted 3 run(s) of 4 as Slurm array job 121' in out and (root / 'sweep_settings').exists()
+    assert not calls.exists()  # nothing trained here
+    for r in ('diff_3L_s1', 'nanogpt_3L_s2', 'diff_3L_s2'):
+        (root / r).mkdir()
+        (root / r / 'summary.json').write_text('{"iter": 2}')
+    out = sweep(tmp_path, **kw)
+    assert 'every run of' in out and calls.read_text().splitlines() == [f'report.py {root}']
+    assert len(sbatch_log.read_text().splitlines()) == 2  # nothing submitted again
