@@ -1050,7 +1050,7 @@ def test_ablate_shows_progress_before_its_last_line(tmp_path):
     assert all(i < summary for i, l in enumerate(lines) if l.startswith('progress: ')), out
 
 
-# --- what a new user meets (issue 64), a GPU window, the learning-rate sweep (issue 65), the lanes
+# --- what a new user meets, a GPU window, the learning-rate sweep, the lanes
 
 
 @pytest.mark.parametrize('arg', ['--help', '-h'])
@@ -1164,7 +1164,7 @@ def test_a_gpu_window_trains_only_the_missing_runs_and_a_cut_run_resumes(tmp_pat
 
 def test_lrs_makes_the_folders_and_settings_of_one_launch_a_rate(tmp_path):
     """LRS="1e-3 3e-2": the sweeps and sweep_settings that SWEEP=shakespeare_cpu_long_lr<rate> with
-    --learning_rate=<rate> makes (the runs of issue 65), so a launch over folders made that way skips their runs."""
+    --learning_rate=<rate> makes (the gate's claim's runs), so a launch over folders made that way skips their runs."""
     calls = tmp_path / 'calls.log'
     env = dict(os.environ, PROFILE='cpu_long', VARIANTS='nanogpt gated', SEEDS='1', RUNS_DIR=str(tmp_path),
                PYTHON=python_for_ablate(tmp_path, '[ "$1" = report.py ] && exit 0\n' + stand_ins(calls)))

@@ -279,7 +279,7 @@ def unnamed_switches(model_source, configs, readme, details, bench):
             out.append(place(9, 'docs/details.md', '"Attention: how the variants are computed"',
                              f"no line names `{flag}` (how it runs through SDPA), which {cfg} sets"))
         if flag not in benched:
-            out.append(place(12, 'bench.py', 'VARIANTS', f"no entry sets {flag}, which {cfg} sets"))
+            out.append(place(12, 'variants.py', 'VARIANTS', f"no entry sets {flag}, which {cfg} sets"))
     return out
 
 
@@ -297,7 +297,7 @@ def the_places():
     model, configs = read('model.py'), os.listdir(os.path.join(ROOT, 'configs'))
     return (untested_flags(model, read('tests/test_model.py')) + undocumented_flags(model, read('docs/config.md'))
             + unnamed_switches(model, variant_configs(configs), read('README.md'),
-                               read('docs/details.md'), read('bench.py'))
+                               read('docs/details.md'), read('variants.py'))
             + variants_without_a_row(configs, sweep_py.VARIANTS))
 
 
@@ -362,7 +362,7 @@ def test_the_variant_checks_catch_a_swept_switch_the_readme_details_or_bench_lac
     (lambda_init_depth_offset) is no switch."""
     flag = MADE_UP
     model = with_made_up(read('model.py'))
-    readme, details, bench = read('README.md'), read('docs/details.md'), read('bench.py')
+    readme, details, bench = read('README.md'), read('docs/details.md'), read('variants.py')
     configs = dict(variant_configs(os.listdir(os.path.join(ROOT, 'configs'))))
     assert 'lambda_init_depth_offset' not in switches(model)
     assert made_up(unnamed_switches(model, configs, readme, details, bench)) == []
@@ -372,11 +372,11 @@ def test_the_variant_checks_catch_a_swept_switch_the_readme_details_or_bench_lac
         f'({PAGE}, step 8)',
         f'docs/details.md, "Attention: how the variants are computed": no line names `{flag}` (how it runs through '
         f'SDPA), which configs/{flag}_3L.py sets ({PAGE}, step 9)',
-        f'bench.py, VARIANTS: no entry sets {flag}, which configs/{flag}_3L.py sets ({PAGE}, step 12)']
+        f'variants.py, VARIANTS: no entry sets {flag}, which configs/{flag}_3L.py sets ({PAGE}, step 12)']
     readme = readme.replace('| `softmax1` | `softmax1=True` |', f'| `{flag}` | `{flag}=True` | new |\n'
                             '| `softmax1` | `softmax1=True` |', 1)
     details = details.replace('`GPT.attention_maps(idx)`', f'`{flag}=True` runs ... `GPT.attention_maps(idx)`', 1)
-    bench = bench.replace("'softmax': {},", f"'softmax': {{}}, '{flag}': dict({flag}=True),", 1)
+    bench = bench.replace("VARIANTS = {", f"VARIANTS = {{'{flag}': dict(flags=dict({flag}=True)),", 1)
     assert made_up(unnamed_switches(model, configs, readme, details, bench)) == []
 
 
