@@ -20,7 +20,7 @@ evaluation (train.batch_losses over 8 stacked batches, graphed) gives the plain 
 the seed's 3-layer shape in bf16, eager, compiled and graphed, in ms beside its floor: the larger of its FLOPs at the
 measured bf16 matmul rate and the bytes its eager kernels move at the measured copy bandwidth. --dry-run: the same
 code on the CPU with graphs off, tiny shapes and a few steps (torch.compile's eager backend). The record (--json):
-commit, dirty, date, machine, torch, ceilings, and families, eval and steps (docs/details.md, "A GPU window").
+commit, dirty, date, machine, torch, ceilings, and families, eval and steps (docs/details.md, "Sweeps").
 """
 import argparse
 import itertools

@@ -4,7 +4,7 @@ context and torch's caches are paid once, not once a run (ablate.sh's WORKER=1, 
 own process spent 10-11 s before its clock (results/gpu_check/2026-11-27_h200_6cb9fa0), against about 2 s of GPU work
 for a 500-step 3-layer run.
 
-$ python worker.py RUNS.txt     # a line a run: train.py's arguments (shell quoting), each with its --out_dir
+$ python worker.py RUNS.txt     # a line a run: train.py's arguments (shell quoting) with its --out_dir; # comments
 
 Each run's output goes to its out_dir/train.log. On stdout, for ablate.sh: `worker: run DIR` as a run starts and
 `worker: end DIR STATUS SECONDS` as it ends (train.py's exit status: 0 finished, 130 stopped, 75 its out_dir trained
@@ -65,7 +65,7 @@ def run_logged(argv):
 
 def main(path):
     with open(path) as f:
-        runs = [shlex.split(line) for line in f if line.strip()]
+        runs = [shlex.split(line) for line in f if line.strip() and not line.lstrip().startswith('#')]
     for argv in runs:
         if not any(a.startswith('--out_dir=') for a in argv):
             raise SystemExit(f"error: {path}: the run `{shlex.join(argv)}` has no --out_dir=: each run needs a folder")

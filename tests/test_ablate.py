@@ -1050,7 +1050,7 @@ def test_ablate_shows_progress_before_its_last_line(tmp_path):
     assert all(i < summary for i, l in enumerate(lines) if l.startswith('progress: ')), out
 
 
-# --- what a new user meets (issue 64), a GPU window, the learning-rate sweep (issue 65), the lanes
+# --- what a new user meets, a GPU window, the learning-rate sweep, the lanes
 
 
 @pytest.mark.parametrize('arg', ['--help', '-h'])
@@ -1164,7 +1164,7 @@ def test_a_gpu_window_trains_only_the_missing_runs_and_a_cut_run_resumes(tmp_pat
 
 def test_lrs_makes_the_folders_and_settings_of_one_launch_a_rate(tmp_path):
     """LRS="1e-3 3e-2": the sweeps and sweep_settings that SWEEP=shakespeare_cpu_long_lr<rate> with
-    --learning_rate=<rate> makes (the runs of issue 65), so a launch over folders made that way skips their runs."""
+    --learning_rate=<rate> makes (the gate's claim's runs), so a launch over folders made that way skips their runs."""
     calls = tmp_path / 'calls.log'
     env = dict(os.environ, PROFILE='cpu_long', VARIANTS='nanogpt gated', SEEDS='1', RUNS_DIR=str(tmp_path),
                PYTHON=python_for_ablate(tmp_path, '[ "$1" = report.py ] && exit 0\n' + stand_ins(calls)))
@@ -1204,3 +1204,32 @@ def test_nproc_runs_each_run_under_torchrun(tmp_path):
           PYTHON=python_for_ablate(tmp_path, torchrun))
     line = calls.read_text().splitlines()[0]
     assert line.startswith('-m torch.distributed.run --standalone --nproc_per_node=2 train.py configs/nanogpt_3L.py')
+
+
+def test_slurm_submits_the_unfinished_runs_as_an_array_and_a_report_job_after_it(tmp_path):
+    """SLURM=1 with sbatch faked on PATH: one array of the unfinished runs (their list written for the tasks, the
+    sweep's settings kept), then report.py's job after it; with every run finished, report.py at once instead."""
+    bin_dir, sbatch_log, calls = tmp_path / 'bin', tmp_path / 'sbatch.log', tmp_path / 'calls.log'
+    bin_dir.mkdir()
+    (bin_dir / 'sbatch').write_text(f'#!/bin/sh\necho "$*" >> {sbatch_log}\necho 12$(wc -l < {sbatch_log})\n')
+    (bin_dir / 'sbatch').chmod(0o755)
+    root = tmp_path / 't'
+    (root / 'nanogpt_3L_s1').mkdir(parents=True)
+    (root / 'nanogpt_3L_s1' / 'summary.json').write_text('{"iter": 2}')
+    kw = dict(VARIANTS='nanogpt diff', DEPTHS='3L', SEEDS='1 2', SLURM='1', PATH=f"{bin_dir}:{os.environ['PATH']}",
+              PYTHON=python_for_ablate(tmp_path, stand_ins(calls)))
+    out = sweep(tmp_path, **kw)
+    array, report_job = sbatch_log.read_text().splitlines()
+    assert '--array=0-2' in array and array.endswith('ablate.sh ' + ' '.join(TINY)), array
+    assert '--dependency=afterany:121' in report_job and f'report.py {root}' in report_job
+    listed = array.split('ABLATE_RUNS=')[1].split(',')[0]
+    assert [line.split()[1] for line in open(listed)] == [f'{root}/{r}' for r in ('diff_3L_s1', 'nanogpt_3L_s2',
+                                                                                    'diff_3L_s2')]
+    assert 'submitted 3 run(s) of 4 as Slurm array job 121' in out and (root / 'sweep_settings').exists()
+    assert not calls.exists()  # nothing trained here
+    for r in ('diff_3L_s1', 'nanogpt_3L_s2', 'diff_3L_s2'):
+        (root / r).mkdir()
+        (root / r / 'summary.json').write_text('{"iter": 2}')
+    out = sweep(tmp_path, **kw)
+    assert 'every run of' in out and calls.read_text().splitlines() == [f'report.py {root}']
+    assert len(sbatch_log.read_text().splitlines()) == 2  # nothing submitted again

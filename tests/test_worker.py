@@ -54,7 +54,7 @@ def test_each_variant_in_a_worker_logs_what_it_logs_alone(tmp_path):
     (tmp_path / 'runs.txt').write_text('# the sweep\n' + '\n'.join(lines) + '\n')
     p = worker(tmp_path / 'runs.txt')
     out = p.communicate(timeout=600)[0]
-    assert p.returncode == 0 and f'{len(lines)} of {len(lines)} run(s) finished' in out, out
+    assert p.returncode == 0 and len(re.findall(r'^worker: end .* 0 [0-9.]+$', out, re.M)) == len(lines), out
     for i in range(len(RUNS)):
         a, w = numbers(tmp_path / 'a' / str(i)), numbers(tmp_path / 'w' / str(i))
         assert len(a) == len(w) and any('lambda/L1/full' in r for r in a) == ('diff' in RUNS[i][0]), RUNS[i]
