@@ -21,7 +21,7 @@ log_interval = 10
 # lambda_init 0.356, not the Diff paper's 0.2 (docs/config.md's "Model keys"; the README's "Attention variants").
 
 # The full schedule is a GPU job. Without a GPU, a laptop schedule of the same model, so that a first run finishes
-# in minutes and still learns: a quarter of the tokens a step (batch 16 x context 128), 500 steps at learning rate
+# in minutes and still learns: a quarter of the tokens a step (batch 16 x context 128), 300 steps at learning rate
 # 2e-3 decaying to 2e-4, a smaller eval, no dropout (on a CPU it costs more than the matmuls, and
 # it does not matter this far from overfitting). Its time and val loss are the committed run
 # results/quickstart_cpu/ (the README renders them). Command-line keys still win, so the full schedule on a CPU is
@@ -35,8 +35,8 @@ if not _torch.cuda.is_available():
     block_size = 128
     learning_rate = 2e-3
     min_lr = 2e-4
-    max_iters = lr_decay_iters = 500
-    warmup_iters = 25
+    max_iters = lr_decay_iters = 300
+    warmup_iters = 20
     dropout = 0.0
     eval_interval = 100
     eval_iters = 10
