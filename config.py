@@ -1,7 +1,7 @@
 """
 train.py's configuration: every training key with its default (DEFAULTS; the model keys come from model.GPTConfig),
-the one place keys are validated (parse_config), and the keys a resume may change (FREE_ON_RESUME). Each key's
-meaning is in docs/config.md.
+the one place keys are validated (parse_config), and the keys a resume may change (FREE_ON_RESUME, kept in
+provenance.py, which needs no torch). Each key's meaning is in docs/config.md.
 
 A config file is Python that assigns keys (it may include() another config file); `--key=value` on the command line
 overrides it, wherever it stands on the line. Unknown keys, wrong types, out-of-range values and a typo inside a
@@ -18,6 +18,7 @@ import typing
 from dataclasses import fields
 
 from model import GPTConfig
+from provenance import FREE_ON_RESUME  # noqa: F401: the keys a resume may change (checkpoint.py)
 
 
 # -----------------------------------------------------------------------------------------------------------
@@ -343,7 +344,3 @@ def usage():
             f"model keys (model.GPTConfig; vocab_size=None takes the dataset's):\n{block(MODEL_KEYS)}\n")
 
 
-# keys that say where and how a run is computed, logged or saved, not what it computes: a resume may change them
-FREE_ON_RESUME = ('out_dir', 'init_from', 'eval_only', 'device', 'dtype', 'compile', 'compile_mode', 'cuda_graph',
-                  'eval_group', 'wandb_log', 'wandb_project', 'wandb_run_name', 'wandb_mode', 'log_interval',
-                  'always_save_checkpoint', 'ckpt_interval', 'outlier_interval', 'resume_strict')

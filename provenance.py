@@ -10,10 +10,13 @@ import math
 import os
 import re
 
-from sweep import FREE_ON_RESUME
-
-# config keys that say where and how a run was computed, not what it computes: the seeds of a cell may differ in
-# them (config.py's FREE_ON_RESUME, and the seed)
+# config keys that say where and how a run is computed, logged or saved, not what it computes: a resume may change
+# them (config.py's resume rules), a sweep's settings leave them out (sweep.py), and the seeds of a cell may differ
+# in them, as in the seed (FREE_KEYS). Here, where no torch is imported, so that report.py and a Slurm login node
+# read them without it
+FREE_ON_RESUME = ('out_dir', 'init_from', 'eval_only', 'device', 'dtype', 'compile', 'compile_mode', 'cuda_graph',
+                  'eval_group', 'wandb_log', 'wandb_project', 'wandb_run_name', 'wandb_mode', 'log_interval',
+                  'always_save_checkpoint', 'ckpt_interval', 'outlier_interval', 'resume_strict')
 FREE_KEYS = ('seed',) + FREE_ON_RESUME
 # the keys every run of a sweep shares, whatever its variant: the schedule and the data (the title's Setup line)
 SETUP_KEYS = ('dataset', 'causal', 'max_iters', 'lr_decay_iters', 'warmup_iters', 'learning_rate', 'min_lr',

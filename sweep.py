@@ -8,7 +8,6 @@ then report.py. ablate.sh's header documents the settings (environment variables
 No torch here outside `check` (and the progress line, for a run whose config holds its length): report.py imports
 this file for the variants, and a Slurm login node that submits a sweep may have no torch.
 """
-import ast
 import fcntl
 import glob
 import json
@@ -27,6 +26,7 @@ from contextlib import redirect_stdout
 from dataclasses import dataclass
 
 from output import duration
+from provenance import FREE_ON_RESUME
 from variants import LABELS, PREFIXES, VARIANTS as VARIANT_TABLE
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -109,17 +109,6 @@ PROFILES = dict(
 )
 LEAKS = ('zero_future', 'off_by_one', 'after_norm', 'time_norm')  # model.py's GPTConfig.leak, but 'none'
 
-
-def read_free_on_resume():
-    """config.FREE_ON_RESUME, the keys a resume may change (where and how a run is computed, not what it computes),
-    read from config.py's text: importing config imports torch, which report.py and a Slurm login node do without."""
-    for node in ast.parse(open(os.path.join(HERE, 'config.py')).read()).body:
-        if isinstance(node, ast.Assign) and [getattr(t, 'id', None) for t in node.targets] == ['FREE_ON_RESUME']:
-            return ast.literal_eval(node.value)
-    raise RuntimeError("config.py has no FREE_ON_RESUME = (...) of literal strings")
-
-
-FREE_ON_RESUME = read_free_on_resume()
 
 # ----------------------------------------------------------------------------- a sweep
 

@@ -20,11 +20,11 @@ min_lr = 2e-4
 weight_decay = 0.0    # none, as the LessWrong run: decay would pull the large gains back
 beta2 = 0.99
 warmup_iters = 100
-# 3000 x 16,384 = 49M tokens a run: what five runs at once fit in one GPU call (evidence/gpu_queue.py's pycode_outliers:
-# 246M tokens at a rate derived, not measured, from the H200's 3-layer runs); the LessWrong run's kurtosis grew over
-# ~200M tokens, so a run here may end before its emergence; its outlier curves (outlier_interval) say where it stands
+# 3000 x 16,384 = 49M tokens a run, sized for five runs at once in one short GPU window; the LessWrong run's
+# kurtosis grew over ~200M tokens, so a run here may end before its emergence; its outlier curves (outlier_interval)
+# say where it stands
 max_iters = lr_decay_iters = 3000
 eval_interval = 500
 eval_iters = 20
 log_interval = 50
-outlier_interval = 100  # token-0 / rest kurtosis and max/median |activation| into log.jsonl (analyze.outlier_record)
+outlier_interval = 100  # token-0 / rest kurtosis and max/median |activation| into log.jsonl (measures.outlier_record)
