@@ -1176,8 +1176,12 @@ def test_lrs_makes_the_folders_and_settings_of_one_launch_a_rate(tmp_path):
         return p.stdout
     launch('--learning_rate=3e-2', SWEEP='shakespeare_cpu_long_lr3e-2')
     settings = (tmp_path / 'shakespeare_cpu_long_lr3e-2' / 'sweep_settings').read_text().splitlines()
-    assert settings == ['--dropout=0.0', '--eval_interval=100', '--eval_iters=20', '--learning_rate=3e-2',
-                        '--lr_decay_iters=500', '--max_iters=500', '--min_lr=1e-4', '--warmup_iters=50']
+    assert settings == ['--batch_size=32', '--block_size=256', '--dropout=0.0', '--eval_interval=100',
+                        '--eval_iters=20', '--learning_rate=3e-2', '--lr_decay_iters=500', '--max_iters=500',
+                        '--min_lr=1e-4', '--warmup_iters=50']
+    # the committed folder of these runs holds the same settings, so that a launch over it skips them
+    assert (open(os.path.join(ROOT, 'results', 'shakespeare_cpu_long_lr3e-2', 'sweep_settings')).read().splitlines()
+            == settings)
     calls.unlink()
     out = launch(LRS='1e-3 3e-2')
     trained = [l for l in calls.read_text().splitlines() if l.startswith('train.py')]
