@@ -563,10 +563,11 @@ def tail(path, n):
 
 
 class Runner:
-    """One sweep's runs in JOBS lanes at once, each lane on its own GPUs: a process a run (train.py, or torchrun with
-    NPROC > 1), or with WORKER=1 a lane's runs back to back in one worker.py. Each run's process has a session of its
-    own: a Ctrl-C or SIGTERM to the sweep gives each run in progress one TERM (train.py saves its checkpoint and exits
-    130); STOP_GRACE seconds later whatever is left of them is killed."""
+    """One sweep's runs in JOBS lanes at once, each lane on its own GPUs: a process a run (train.py, or torchrun
+    with NPROC > 1), or with WORKER=1 a lane's runs back to back in one worker.py. Each run's process is started
+    apart from the terminal's process group (setsid): a Ctrl-C or SIGTERM to the sweep gives each run in progress
+    one TERM (train.py saves its checkpoint and exits 130); STOP_GRACE seconds later whatever is left of them is
+    killed."""
 
     def __init__(self, sweep, args, env, task, run):
         self.sweep, self.args, self.env, self.task = sweep, args, env, task
@@ -592,7 +593,8 @@ class Runner:
             out.flush()
 
     def spawn(self, k, cmd, log, mode='ab', pipe=False):
-        """cmd in a session of its own on lane k's GPUs, its output to log (or a pipe); None once the sweep stops."""
+        """cmd under setsid (a process group of its own) on lane k's GPUs, its output to log (or a pipe); None once
+        the sweep stops."""
         env = dict(os.environ, **({'CUDA_VISIBLE_DEVICES': self.gpus[k]} if self.gpus else {}))
         with self.lock, open(log, mode) as f:
             if self.stopping:
@@ -805,7 +807,7 @@ class Runner:
         if self.refused:
             return 2
         if self.stopping:
-            self.kill()  # what a run left behind it, in its session
+            self.kill()  # what a run left behind it, in its process group
             left = len(todo) - skipped - self.started - len(self.busy)
             self.say(f"ablate.sh: interrupted ({left} run(s) not started); re-launch the same command to continue")
             return 130

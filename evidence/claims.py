@@ -273,18 +273,11 @@ TESTS = [
       for k in ('_leak_zero_future', '_leak_off_by_one', '_leak_after_norm', '_leak_time_norm')),
     Test(4, ZF_FULL, '3L', 'diff', 'diff_sym', 'lambda_dist', '<0'),
     # claim 5, its sink part: softmax-1 (with OrthoAdam), where the baseline has a sink (Bigram-Backcopy) and where not
-    Test(5, BB, '2L', 'bb_nanogpt', 'bb_softmax1', 'first_token', '<0', 'sink', halves=True, removes='sink',
-         part='sink'),
-    Test(5, BB, '2L', 'bb_nanogpt', 'bb_softmax1', 'first_token_L2', '<0', 'sink_L2', halves=True,
-         removes='sink_L2', part='sink'),
-    Test(5, BB, '2L', 'bb_nanogpt', 'bb_softmax1_orthoadam', 'first_token', '<0', 'sink', removes='sink',
-         part='sink'),
-    Test(5, BB_GPU, '2L', 'bb_nanogpt', 'bb_softmax1', 'first_token', '<0', 'sink', halves=True, removes='sink',
-         part='sink'),
-    Test(5, BB_GPU, '2L', 'bb_nanogpt', 'bb_softmax1', 'first_token_L2', '<0', 'sink_L2', halves=True,
-         removes='sink_L2', part='sink'),
-    Test(5, BB_GPU, '2L', 'bb_nanogpt', 'bb_softmax1_orthoadam', 'first_token', '<0', 'sink', removes='sink',
-         part='sink'),
+    *(Test(5, bb, '2L', 'bb_nanogpt', b, metric, '<0', needs, halves=halves, removes=needs, part='sink')
+      for bb in (BB, BB_GPU)
+      for b, metric, needs, halves in (('bb_softmax1', 'first_token', 'sink', True),
+                                       ('bb_softmax1', 'first_token_L2', 'sink_L2', True),
+                                       ('bb_softmax1_orthoadam', 'first_token', 'sink', False))),
     Test(5, CPU, '3L', 'nanogpt', 'softmax1', 'first_token', '<0', 'sink', removes='sink', part='sink'),
     # claim 5, its outlier part: where a baseline can have outliers (Python code), and on Bigram-Backcopy
     Test(5, BB, '2L', 'bb_nanogpt', 'bb_softmax1_orthoadam', 'kurtosis', '<0', 'outliers', removes='outliers',
