@@ -57,7 +57,7 @@ DEFAULTS = dict(
     cuda_graph=None,  # None = auto: on where the step can be captured | True: the whole step (forward, backward,
                       # clip, AdamW) and the eval forward as CUDA graphs (refused where they cannot be) | False
     eval_group=0,     # eval batches evaluated in one forward (each batch's mean loss kept apart: the same number);
-                      # 0 = auto: 1 on a CPU, on CUDA as many as keep a forward within 2^16 tokens and 256 MiB of logits
+                      # 0 = auto: 1 on a CPU, on CUDA as many as keep a forward within 2^16 tokens, 2^28 bytes of logits
 )
 
 

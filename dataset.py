@@ -139,7 +139,7 @@ def sequential_start(cfg, it, g, n):
     return None if cfg['window_order'] == 'random' else (it * n + g) * cfg['batch_size']
 
 
-RESIDENT_MAX_TOKENS = 2 ** 27  # a token stream up to this long (512 MB as int32) is held on the GPU
+RESIDENT_MAX_TOKENS = 2 ** 27  # a token stream up to this long (four bytes a token as int32) is held on the GPU
 
 
 def load_split(dataset, split, meta, bos=None, device='cpu', resident=None):

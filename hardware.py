@@ -94,8 +94,8 @@ def device_and_dtype(args):
 
 def pick_dtype(dtype, device_type):
     """The dtype a run takes: dtype itself, or for 'auto' the fast one of this device. float16 on a CPU is refused:
-    its autocast has no fast CPU kernels (a 6-layer run sat 7 minutes in its step-0 evaluation on a 2-core EPYC),
-    and it is refused before anything is built or written."""
+    its autocast has no fast CPU kernels (a 6-layer run sat 7 minutes in its step-0 evaluation on a 2-core EPYC at
+    fceb1ab), and it is refused before anything is built or written."""
     if dtype == 'float16' and device_type == 'cpu':
         fast = cpu_has_fast_bf16()
         raise ValueError("dtype='float16' on a CPU: its float16 kernels are slow (minutes for one evaluation): write "

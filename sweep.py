@@ -82,7 +82,7 @@ PROFILES = dict(
     cpu=Profile(SEED + '--max_iters=150 --lr_decay_iters=150 --warmup_iters=15 --dropout=0.0 --eval_interval=50 '
                 '--eval_iters=10 --log_interval=10 --device=cpu', '3L 6L'),
     # nanoGPT's shakespeare_char learning rate (1e-3, min 1e-4) on 500 steps: about 8 minutes a 3-layer run on 2 CPU
-    # cores in bf16, far enough past the bigram plateau (2.5) for variants to differ
+    # cores in bf16 (c2b503b), far enough past the bigram plateau (2.5) for variants to differ
     cpu_long=Profile('--batch_size=32 --block_size=256 --max_iters=500 --lr_decay_iters=500 --warmup_iters=50 '
                      '--learning_rate=1e-3 --min_lr=1e-4 '
                      '--dropout=0.0 --eval_interval=100 --eval_iters=20 --log_interval=10 --device=cpu', '3L'),

@@ -7,13 +7,15 @@ results/claims.md (whole) and README's "What we found" (between its findings mar
 
 A claim is tested by rows of TESTS: which runs it reads (a results folder, reference A and variant B as sweep.py
 names them, a depth), what it measures (METRICS), which sign of B - A it predicts, and the precondition (NEEDS) that
-makes the phenomenon present in a seed, checked on A's run of that seed: a seed without it is dropped, not counted.
+makes the phenomenon present in a seed, checked on A's run of that seed (or against another variant's run of it:
+AGAINST): a seed without it is dropped, not counted.
 Pointing a row at a rerun is a change of its folder. A folder or a cell not committed renders as not measured, with
 the ablate.sh command that makes its runs (FILLS).
 """
 import argparse
 import math
 import os
+import re
 import statistics
 import sys
 from dataclasses import dataclass, replace
@@ -77,10 +79,11 @@ METRICS = dict(
     needle_acc=('first-query accuracy, mean over needle counts', 'needle_eval.json',
                 lambda f: statistics.mean(c['accuracy'] for c in f['by_needles'].values()), '{:.3f}'),
     unrelated_share=("share of \\|w\\| on tokens that do not hold the key", 'needle_eval.json',
-                     lambda f: statistics.mean(c['unrelated_share'] for c in f['by_needles'].values()), '{:.3f}'),
-    erank_attn=('effective rank of the attention maps (T = 256), mean over heads and layers', 'analysis.json',
+                     lambda f: statistics.mean(c.get('unrelated_share', 1 - c['answer_share'])  # no distractors
+                                               for c in f['by_needles'].values()), '{:.3f}'),
+    erank_attn=('effective rank of the attention maps (T = 256, mean over heads and layers)', 'analysis.json',
                 lambda a: statistics.mean(x['erank_attention'] for x in a['layers']), '{:.1f}'),
-    erank_qk=('effective rank of the scores Q Kᵀ (T = 256), mean over heads and layers', 'analysis.json',
+    erank_qk=('effective rank of the scores Q Kᵀ (T = 256, mean over heads and layers)', 'analysis.json',
               lambda a: statistics.mean(x['erank_qk'] for x in a['layers']), '{:.1f}'),
     spikes=('loss spikes (SPIKE_RATIO, SPIKE_WINDOW)', 'summary.json', lambda s: spikes(s['_log']), '{:.1f}'),
     stable_lr=('the highest learning rate trained without diverging in every seed', '', None, '{}'),
@@ -107,9 +110,14 @@ NEEDS = dict(
                  f'{OUTLIER_RATIO}× the median)', 'analysis.json',
                  lambda a: max(x['kurtosis_first'] for x in a['layers']) > OUTLIER_KURTOSIS
                  and a['overall']['massive_ratio'] > OUTLIER_RATIO),
-    spikes=('loss spikes (a logged loss above SPIKE_RATIO times the median of the SPIKE_WINDOW before it)',
-            'summary.json', lambda s: spikes(s['_log']) > 0),
+    spikes=('loss spikes (`spikes()` above 0)', 'summary.json', lambda s: spikes(s['_log']) > 0),
+    low_rank=("scores of lower rank than the baseline's (`erank_qk` below nanogpt's)", 'analysis.json',
+              lambda a, base: METRICS['erank_qk'][2](a) < METRICS['erank_qk'][2](base)),
 )
+# A precondition that compares A's run with another variant's run of the same seed, folder and depth: its test takes
+# both files (A's, then that variant's); a seed without that run is dropped, and that run is one of the row's, kept
+# out as its runs are (provenance.excluded)
+AGAINST = dict(low_rank='nanogpt')
 
 
 # The gate and the learning rate (004), fixed on 2026-12-02 at 00:50 UTC, after its runs had started
@@ -128,6 +136,9 @@ NEEDS = dict(
 #   rate at which each variant trains without diverging in every seed; the spike count, gated - nanogpt, paired by
 #   seed at each rate. Their Holm family is the claim's own rows, named in the rows' list.
 LR_RATES = ('1e-3', '3e-3', '1e-2', '3e-2')
+# The highest stable rate's phenomenon, fixed after the runs at 3e-2 (POSTHOC): a baseline that diverges at the
+# highest rate; one that trains there leaves the gate no higher rate to take
+PRECONDITION_LR = 'not shown (precondition absent: the baseline trains at every rate)'
 SPIKE_RATIO, SPIKE_WINDOW = 1.5, 5
 
 
@@ -152,18 +163,19 @@ def diverged(s):
 # per-layer measure's all-layers one) and every seed.
 TWIN = dict(first_token_L1='first_token', first_token_L2='first_token')
 WHY = dict(
-    spikes="the claim is that the gate removes the baseline's loss spikes; a seed whose baseline has none cannot show "
-           "it (fixed after the runs at 3e-2 had been seen: POSTHOC)",
-    first_token_L1="layer 1 holds Bigram-Backcopy's copying head, which rests on the first token where it is not "
-                   "copying; a gate can close a head's output, so the gate's claim is read on that head",
-    first_token_L2="layer 2 holds the dormant head, which attends to the first token at every query; softmax-1 lets "
-                   "a head attend to nothing, so its claim is read on that head",
-    sink="Gu et al.'s sink head (docs/anchors.md); a claim of removing a sink needs a baseline with one",
-    sink_L1='the same, on the head the measure reads',
-    sink_L2='the same, on the head the measure reads',
-    outliers="Sun et al.'s massive activations at their lenient end; a claim of removing them needs them",
-    outliers_pc="a first-token outlier and massive activations together, the two the claim says softmax-1 with "
-                "OrthoAdam removes (kurtosis alone did not predict the quantization loss: Vlassis et al. 2025)",
+    spikes="the claim is that the gate removes the baseline's spikes (POSTHOC)",
+    first_token_L1="layer 1 holds Bigram-Backcopy's copying head, at rest on the first token when not copying; a "
+                   "gate can close it",
+    first_token_L2="layer 2 holds the dormant head, on the first token at every query; softmax-1 lets a head attend "
+                   "to nothing",
+    sink="Gu et al.'s sink head (docs/anchors.md): removing a sink needs a baseline with one",
+    sink_L1='the same, on the head read',
+    sink_L2='the same, on the head read',
+    outliers="Sun et al.'s massive activations, at their lenient end",
+    outliers_pc="both, as the claim names both (kurtosis alone did not predict the quantization loss: Vlassis et al. "
+                "2025)",
+    low_rank="Q Kᵀ has rank at most d_head as Q Qᵀ has: the softmax breaks only a low rank Sym has beyond the "
+             "baseline's (POSTHOC)",
 )
 
 # Parity claims ('=') are tested for equivalence: two one-sided tests of |B − A| < m. The margin for the val loss is
@@ -186,7 +198,8 @@ class Test:
     halves: bool = False  # also count the seeds where B <= A / 2 (a claim of "halves")
     worst: bool = False   # also count the seeds where B is the highest of the seed's five variants
     of: int = 0           # a control's claim (claim 0): README's "What we found" names it in that claim's row
-    removes: str = ''     # a claim of "removes": the NEEDS B's run must lack in every kept seed (REMOVES)
+    removes: str = ''     # a claim of "removes": the NEEDS B's run must lack, by the test that selects A's seeds,
+                          # in every kept seed (a decrease alone is "reduced, not removed")
     part: str = ''        # a claim of two parts (the sink, the outliers): which one the row tests
     depth_b: str = ''     # B's depth where it differs from A's (a smaller model against a larger one)
     metric_a: str = ''    # A's measure where it differs from B's (two measures of one run: a = b)
@@ -202,6 +215,7 @@ DROP = 'results/shakespeare_cpu_long_dropout0.2'
 # Bigram-Backcopy: seeds 1-5, and seeds 6-10 in a sweep of their own (another machine), pooled by seed
 BB = ('results/bigram_backcopy_sink', 'results/bigram_backcopy_sink_seeds6-10')
 ND = 'results/needle_distractors_retrieval'
+NEEDLE = ('results/needle_cpu', 'results/needle_cpu_seeds6-10')  # the needles without distractors, pooled by seed
 # Python code (data/pycode): the CPU gate's baseline alone, 6 layers, one thread (its emergence.md); the 12-layer
 # variants (configs/pc_*_12L.py) on a GPU get the same three rows at '12L' (PC_GPU)
 PC_CPU = 'results/pycode_gate_cpu'
@@ -298,13 +312,17 @@ TESTS = [
     Test(6, BB_GPU, '2L', 'bb_nanogpt', 'bb_gated_headwise', 'first_token_L1', '<0', 'sink_L1', halves=True,
          removes='sink_L1'),
     Test(6, CPU, '3L', 'nanogpt', 'gated', 'first_token', '<0', 'sink', removes='sink'),
-    Test(0, BB, '2L', 'bb_nanogpt', 'bb_orthoadam', 'first_token_L1', '', 'sink_L1', halves=True, of=6),
-    Test(0, BB_GPU, '2L', 'bb_nanogpt', 'bb_orthoadam', 'first_token_L1', '', 'sink_L1', halves=True, of=6),
-    # claim 7: retrieval with distractors, and attention on the tokens that do not hold the key
-    Test(7, ND, '2L', 'nd_nanogpt', 'nd_diff', 'needle_acc', '>0'),
-    Test(7, ND, '2L', 'nd_nanogpt', 'nd_diff', 'unrelated_share', '<0'),
-    # claim 8: Diff at 6 layers against the baseline at 8 (75% of its layers, the nearest pair to 65% the seed's
-    # table holds), at the seed's schedule: a parity claim ("matches the loss")
+    *(Test(0, bb, '2L', 'bb_nanogpt', 'bb_orthoadam', 'first_token_L1', '', 'sink_L1', halves=True, of=6,
+           removes='sink_L1') for bb in (BB, BB_GPU)),
+    # claim 7: retrieval with distractors, and the share of attention on the tokens that do not hold the key; then the
+    # same on the task without distractors (NEEDLE, POSTHOC). Not the plain sum of the weights off the answer: a Diff
+    # row's weights are signed and sum to 1 - λ, so that sum is no share of attention (docs/details.md, needle_eval.py)
+    Test(7, ND, '2L', 'nd_nanogpt', 'nd_diff', 'needle_acc', '>0', part='retrieval'),
+    Test(7, ND, '2L', 'nd_nanogpt', 'nd_diff', 'unrelated_share', '<0', part='noise'),
+    Test(7, NEEDLE, '2L', 'nanogpt', 'diff', 'needle_acc', '>0', part='retrieval'),
+    Test(7, NEEDLE, '2L', 'nanogpt', 'diff', 'unrelated_share', '<0', part='noise'),
+    # claim 8: Diff at 6 layers against the baseline at 8 (three quarters of its layers, the pair the seed's table
+    # holds nearest the claim's model size), at the seed's schedule: a parity claim ("matches the loss")
     Test(8, GPU, '8L', 'nanogpt', 'diff', 'val', '=', depth_b='6L'),
     # claim 9: Diff's outliers, in claim 5's outlier measures on Python code at 12 layers (configs/pc_diff_12L.py)
     *(Test(9, PC_GPU, '12L', 'pc_nanogpt', 'pc_diff', m, '<0', 'outliers_pc') for m in ('kurtosis_first', 'massive',
@@ -315,8 +333,9 @@ TESTS = [
     Test(10, tuple(LR.values()), '3L', 'nanogpt', 'gated', 'stable_lr', '>0', part='learning rate'),
     *(Test(10, LR[rate], '3L', 'nanogpt', 'gated', 'spikes', '<0', needs='spikes', part='spikes') for rate in LR_RATES),
     # claim 11: the effective rank (analyze.py) at T = 256 of Sym's maps against its scores (the softmax raises it),
-    # and of Sym's maps against the baseline's (symmetric attention is lower rank)
-    Test(11, CPU, '3L', 'sym', 'sym', 'erank_attn', '>0', metric_a='erank_qk'),
+    # where Sym's scores are lower rank than the baseline's (NEEDS['low_rank']), and of Sym's maps against the
+    # baseline's (symmetric attention is lower rank)
+    Test(11, CPU, '3L', 'sym', 'sym', 'erank_attn', '>0', 'low_rank', metric_a='erank_qk'),
     Test(11, CPU, '3L', 'nanogpt', 'sym', 'erank_attn', '<0'),
 ]
 
@@ -343,7 +362,7 @@ FAMILIES = {
     '5, the outliers': ('5.8', '5.9', '5.10', '5.11', '5.12', '5.13', '5.14', '5.15'),
     '6': ('6.1', '6.2', '6.3', '6.4', '6.5', '6.6', '6.7'),
     'controls': ('control 6.1', 'control 6.2'),
-    '7': ('7.1', '7.2'),
+    '7': ('7.1', '7.2', '7.3', '7.4'),
     '8': ('8.1',),
     '9': ('9.1', '9.2', '9.3'),
     '10': ('10.1', '10.2', '10.4', '10.5', '10.6', '10.7'),
@@ -355,11 +374,6 @@ if _unknown or len(FAMILY_OF) != sum(map(len, FAMILIES.values())):
     raise SystemExit(f"claims.py: FAMILIES names rows TESTS does not have, or one row twice: {_unknown}: name each "
                      f"row of ID once")
 
-# "Removes" (claims 5 and 6) is a threshold, stated beside the claim: B's run lacks the phenomenon by the very test
-# that selects A's seeds (NEEDS: no layer above SINK; no activation at MASSIVE x the median; ...) in every kept seed.
-# A decrease alone is "reduced, not removed".
-REMOVES = 'B has no {} in every kept seed'
-
 # Choices made after some runs had been seen (from git log), said on the page beside the rows they select
 POSTHOC = [
     ("the sink's threshold and the layers read (`SINK`, `first_token_L1`, `first_token_L2`)", "8751064, 2026-11-27",
@@ -368,8 +382,14 @@ POSTHOC = [
      "`shakespeare_full` (c68a3df), 2026-11-23"),
     ("the learning-rate rules (`LR_RATES`, `SPIKE_RATIO`, `SPIKE_WINDOW`)", "647b1d6, 2026-12-02",
      "its runs had started (00:46 UTC), none of their losses read"),
-    ("the spike rows' precondition (`NEEDS['spikes']`: the baseline spikes in the seed)", "2026-12-02",
-     "the runs at learning rate 3e-2 (`shakespeare_cpu_long_lr3e-2`), where no run spiked"),
+    ("the spike rows' precondition (`NEEDS['spikes']`)", "2026-12-02", "the runs at 3e-2, where none spiked"),
+    ("the highest stable rate's precondition (`PRECONDITION_LR`)", "2026-12-02", "the runs at 3e-2, where none "
+     "diverged"),
+    ('"removed" only for a supported decrease, naming a control removed too (`controls`)', "2026-12-02",
+     "Bigram-Backcopy's seeds 1-7, where row 5.2 was called removed within noise"),
+    ("claim 7's rows without distractors (7.3, 7.4, in its family) and its parts", "2026-12-02",
+     "`needle_cpu`'s runs"),
+    ("claim 11's precondition (`NEEDS['low_rank']`)", "2026-12-02", "its runs"),
 ]
 
 # The ablate.sh line that fills a folder with no committed run (or a committed folder short of seeds), run where
@@ -398,27 +418,28 @@ ALPHA = 0.05
 RULE = f"""\
 `verdict()`, in this order:
 
-1. **not measured**: the folder or cell is not committed; or its runs are excluded (`provenance.excluded`: no commit
-   recorded, uncommitted changes, another corpus or other sweep settings than the row's other runs); or they predate
-   a commit that changed their numerics (`provenance.NUMERICS`).
-2. **not shown (precondition absent)**: seeds whose baseline lacks the phenomenon (`NEEDS`) are dropped, and none is
-   left; so is such a row's unselected twin.
+1. **not measured**: the folder or cell is not committed, its runs are excluded (`provenance.excluded`: no commit,
+   uncommitted changes, another corpus or other sweep settings than the row's other runs), or they predate a commit
+   that changed their numerics (`provenance.NUMERICS`).
+2. **not shown (precondition absent)**: the seeds whose baseline lacks the phenomenon (`NEEDS`) are dropped, and none
+   is left; so is the row's unselected twin.
 3. **too few seeds**: under {MIN_SEEDS} paired seeds, or (*mixed*) in every homogeneous group; **groups disagree**:
    the groups' differences differ in sign.
-4. **not called**: an unselected twin, or a row in no Holm family.
-5. The paired t test of B − A, Holm-corrected over the row's family (`FAMILIES`, named before the runs, of fixed
-   size m: a row without a p counts as 1), called where the adjusted p < {ALPHA}: **supported**, **contradicted**
-   (the other side), else **within noise**; a control: **B lower** / **B higher**. "Removes": **removed** where
-   B lacks the phenomenon, by `NEEDS`' test, in every kept seed; a decrease alone is **reduced, not removed**.
-6. A parity claim: two one-sided tests (TOST) within `MARGIN` ({'; '.join(f'{k}: ±{v}' for k, v in MARGIN.items())},
-   a unit of the seed table's last digit): **equivalent within ±m**, else **worse** / **better**, else
-   **inconclusive**.
+4. **not called**: an unselected twin (a row that reads one layer or drops seeds is followed by the same over all
+   layers and seeds), or a row in no Holm family.
+5. The paired t test of B − A, Holm-corrected over the row's family (`FAMILIES`, fixed before the runs; a row
+   without a p counts as 1), called where the adjusted p < {ALPHA}: **supported**, **contradicted**, else **within
+   noise**; a control: **B lower** / **B higher**. "Removes": a supported decrease is **removed** where B lacks the
+   phenomenon (`NEEDS`' test) in every kept seed, else **reduced, not removed**; **not specific to B** where a
+   control on the same runs and head is removed too.
+6. A parity claim: TOST within `MARGIN` ({'; '.join(f'{k}: ±{v}' for k, v in MARGIN.items())}, a unit of the seed
+   table's last digit): **equivalent within ±m**, else **worse** / **better**, else **inconclusive**.
 
-*mixed*: runs are alike only in processor, number format, code era, execution path and CPU threads; a run with one
-unknown is alike to no other. *inferred*: from the pages' text (`evidence/backfill_provenance.py`). A row that
-reads one layer or drops seeds is followed by its unselected twin. README's findings: a row a claim (for a claim of
-two parts, the weaker part's), preferring the phenomenon present, a decision on {MIN_SEEDS} seeds of one group, the
-seed's setting (`sweep.py`'s `full`), more seeds, no selection, the order of `TESTS`."""
+*mixed*: runs are alike only in processor, number format, code era, execution path and CPU threads; a run with an
+unknown is alike to no other. *inferred*: from the pages' text (`evidence/backfill_provenance.py`). README's
+findings: a claim's weakest part; a part's row by the claim's own dataset (note 001's: Shakespeare), then a
+decision on {MIN_SEEDS} seeds of one group, the seed's setting (`sweep.py`'s `full`), more seeds, no selection, the
+order of `TESTS`, and among its decided rows the weakest."""
 
 
 def holm(ps):
@@ -524,26 +545,28 @@ def verdict(r):
         if adj['eq'] < ALPHA:
             return f"equivalent within ±{MARGIN[t.metric]}"
         return ('worse' if d > 0 else 'better') if adj['p'] < ALPHA else 'inconclusive'
-    if t.removes and r.get('removed'):
-        return 'removed'
     if adj['p'] >= ALPHA:
         return 'within noise'
     if t.predicts == '':
-        return f'B {"lower" if d < 0 else "higher"}'
+        return 'removed' if t.removes and d < 0 and r.get('removed') else f'B {"lower" if d < 0 else "higher"}'
     if (d < 0) != (t.predicts == '<0'):
         return 'contradicted'
-    return 'reduced, not removed' if t.removes else 'supported'
+    if not t.removes:
+        return 'supported'
+    if not r.get('removed'):
+        return 'reduced, not removed'
+    also = [c['id'] for c in r.get('controls', []) if verdict(c) == 'removed']
+    return f"removed, not specific to B ({', '.join(also)} removes it too)" if also else 'removed'
 
 
 def method(r):
     """What the verdict used, where it used the interval: Holm's family and its size, and the uncorrected call
     where it differs."""
-    adj = r.get('adj')
-    if not adj or any(verdict(r).startswith(u) for u in UNDECIDED) or verdict(r) == 'removed':
-        return REMOVES.format(NEEDS[r['test'].removes][0].split(' (')[0].removeprefix('a ')) \
-            if verdict(r) == 'removed' else ''
+    adj, v = r.get('adj'), verdict(r)
+    if not adj or any(v.startswith(u) for u in UNDECIDED):
+        return ''
     raw = dict(r, adj=dict(adj, p=adj['raw'], eq=adj.get('raw_eq')))
-    note = '' if verdict(raw) == verdict(r) else f'; uncorrected: {verdict(raw)}'
+    note = '' if verdict(raw) == v else f'; uncorrected: {verdict(raw)}'
     tost_m = f"TOST within ±{MARGIN[r['test'].metric]}, " if r['test'].predicts == '=' else ''
     return f"{tost_m}Holm, m = {adj['m']}" + note
 
@@ -583,6 +606,18 @@ def folders(t):
 def read(s, file, fn):
     f = s if file == 'summary.json' else run_file(s, file)
     return None if f is None else fn(f)
+
+
+def has(t, runs, s):
+    """Whether A's run s has the row's precondition (NEEDS), against the same seed's run of AGAINST's variant where
+    the precondition compares the two (a seed whose run there is missing or excluded has it not)."""
+    _, file, test = NEEDS[t.needs]
+    if t.needs not in AGAINST:
+        return bool(read(s, file, test))
+    cell = finished(runs.get((AGAINST[t.needs], t.depth), dict(ok=[])))
+    ref = [x for x in cell if x['_seed'] == s['_seed'] and not report.excluded(x, cell + [s])]  # as cells_of keeps
+    files = [x if file == 'summary.json' else run_file(x, file) for x in [s] + ref[:1]]
+    return len(files) == 2 and None not in files and bool(test(*files))
 
 
 def worst_count(t, runs, kept):
@@ -645,12 +680,16 @@ def measure(t):
     if not vals[0]:
         return r
     if not vals[1]:
-        return baseline_only(t, r, vals[0], cells[0])
+        return baseline_only(t, r, vals[0], cells[0], runs)
     by_seed = [{s['_seed']: s for s in cell} for cell in cells]
     shared = sorted(set(vals[0]) & set(vals[1]))
+    if t.needs in AGAINST:  # the other variant's runs the precondition reads are the row's too, kept out as its own
+        cell = finished(runs.get((AGAINST[t.needs], t.depth), dict(ok=[])))
+        out = [(x['_name'], why) for x in cell if (why := report.excluded(x, cell + cells[0]))]
+        r['excluded'] += out
+        shared = [x for x in shared if x not in {s['_seed'] for s in cell if s['_name'] in dict(out)}]
     if t.needs:
-        what, nfile, test = NEEDS[t.needs]
-        r['dropped'] = [x for x in shared if not read(by_seed[0][x], nfile, test)]
+        r['dropped'] = [x for x in shared if not has(t, runs, by_seed[0][x])]
     kept = [x for x in shared if x not in r['dropped']]
     used = list({id(s): s for s in [by_seed[i][x] for i in (0, 1) for x in kept]
                  or [s for cell in cells for s in cell]}.values())
@@ -678,16 +717,15 @@ def per_seed(t, r, runs, a, b, by_seed, kept):
     if kept and t.predicts:
         m = MARGIN.get(t.metric)
         sign = {'<0': lambda d: d < 0, '>0': lambda d: d > 0, '=': lambda d: abs(d) < m}[t.predicts]
-        what = f'\\|B − A\\| < {m}' if t.predicts == '=' else f"B − A {t.predicts.replace('<0', '< 0')}".replace(
-            '>0', '> 0')
-        counts.append(f"{what} in {sum(sign(b[x] - a[x]) for x in kept)} of {len(kept)}")
+        what = f'\\|B − A\\| < {m}' if t.predicts == '=' else f"B {t.predicts[0]} A"
+        counts.append(f"{what}: {sum(sign(b[x] - a[x]) for x in kept)}/{len(kept)}")
     if kept and t.halves:
-        counts.append(f"B ≤ A/2 in {sum(b[x] <= a[x] / 2 for x in kept)} of {len(kept)}")
+        counts.append(f"B ≤ A/2: {sum(b[x] <= a[x] / 2 for x in kept)}/{len(kept)}")
     if kept and t.removes:
         what, file, test = NEEDS[t.removes]
         gone = sum(not read(by_seed[1][x], file, test) for x in kept)
         r['removed'] = gone == len(kept)
-        counts.append(f"B without {what.split(' (')[0]} in {gone} of {len(kept)}")
+        counts.append(f"B without {what.split(' (')[0]}: {gone}/{len(kept)}")
     if t.worst:
         counts += [c for c in [worst_count(t, runs, kept)] if c]
     return counts
@@ -695,43 +733,50 @@ def per_seed(t, r, runs, a, b, by_seed, kept):
 
 def measure_stable(t):
     """The learning rates' row (claim 10): per variant, the highest of LR_RATES at which every seed trained without
-    diverging (DIVERGED: FAILED, or a final val above its iteration-0 val); a verdict where every rate's folder holds
-    at least MIN_SEEDS seeds of both variants: supported where B's is higher, contradicted where lower, 'no
-    difference' where equal. Not a t test: in no Holm family."""
+    diverging (DIVERGED: FAILED, or a final val above its iteration-0 val). Its phenomenon (PRECONDITION_LR) is a
+    baseline that diverges at the highest rate: where its runs there all train, the row is not shown, whatever the
+    other rates give. Else a verdict where every rate's folder holds at least MIN_SEEDS seeds of both variants:
+    supported where B's rate is higher, contradicted where lower, 'no difference' where equal. Not a t test: in no
+    Holm family."""
     r = dict(test=t, missing=True, superseded=[], seeds=[], dropped=[], counts=[], on=[], groups=[], command=None,
              excluded=[])
-    top, short, used, gone = {}, [], [], {t.a: [], t.b: []}
+    top, short, used, gone, absent = {}, [], [], {t.a: [], t.b: []}, []
     for rate, folder in zip(LR_RATES, folders(t)):
         runs = runs_of(folder)
         if runs is None:
-            return dict(r, fixed='not measured')
+            absent.append(rate)
         for v in (t.a, t.b):
-            cell = runs.get((v, t.depth), dict(ok=[], failed=[]))
+            cell = (runs or {}).get((v, t.depth), dict(ok=[], failed=[]))
             ok = finished(cell)
             used += ok
             if len(ok) + len(cell['failed']) < MIN_SEEDS:
                 short.append(f'{label(v)} at {rate}')
             if not cell['failed'] and ok and not any(diverged(s) for s in ok):
                 top[v] = rate
-            gone[v].append(f"{len(cell['failed']) + sum(map(diverged, ok))}/{len(ok) + len(cell['failed'])}")
+            gone[v].append(f"{len(cell['failed']) + sum(map(diverged, ok))}/{len(ok) + len(cell['failed'])}"
+                           if runs else '—')
+    # the baseline's runs all trained at the highest rate, and at every rate committed
+    trains = top.get(t.a) == LR_RATES[-1] and all(x == '—' or x.startswith('0/') for x in gone[t.a])
+    if absent and not trains:
+        return dict(r, fixed='not measured')
     r['counts'] = ['diverged, by rate (' + ', '.join(LR_RATES) + '): ' + '; '.join(
         f"{label(v)} {' '.join(x)}" for v, x in gone.items())]
     r.update(missing=False, used=used, on=[report.group_label(g) for g in report.homogeneous(used).values()],
              command=FILLS[folders(t)[0]], stable={v: top.get(v, 'none') for v in (t.a, t.b)})
     rank = [LR_RATES.index(top[v]) if v in top else -1 for v in (t.a, t.b)]
-    r['fixed'] = 'too few seeds' if short else ('supported' if rank[1] > rank[0] else 'contradicted'
-                                               if rank[1] < rank[0] else 'no difference')
+    r['fixed'] = PRECONDITION_LR if trains else 'too few seeds' if short else (
+        'supported' if rank[1] > rank[0] else 'contradicted' if rank[1] < rank[0] else 'no difference')
     return r
 
 
-def baseline_only(t, r, a, cell):
+def baseline_only(t, r, a, cell, runs):
     """A row whose B runs are not there yet (a baseline trained first, as a gate): A's values are shown. Where the
     row has a precondition and none of A's seeds has it, the row is not shown (precondition absent), as it would be
     whatever B gave; otherwise it stays not measured."""
     r['a'] = a
     if t.needs:
         by = {s['_seed']: s for s in cell}
-        dropped = [x for x in sorted(a) if not read(by[x], NEEDS[t.needs][1], NEEDS[t.needs][2])]
+        dropped = [x for x in sorted(a) if not has(t, runs, by[x])]
         if len(dropped) == len(a):
             used = [by[x] for x in dropped]
             r.update(missing=False, b={}, dropped=dropped, used=used,
@@ -774,8 +819,17 @@ def measure_all():
             results.append(rt)
     for r in results:
         r['id'] = ID[r['test']] if r['test'] in ID else f"{r['twin_of']['id']}, unselected"
+    for r in results:  # a claim of "removes" beside its controls on the same runs, head and threshold
+        r['controls'] = [c for c in results if r['test'].removes and r['test'].claim and controls(r['test'], c['test'])]
     correct(results)
     return results
+
+
+def controls(t, c):
+    """Whether row c is a control of claim row t: a row of claim 0 for t's claim, on the same folder, depth,
+    baseline and measure, with the same threshold of "removes"."""
+    return not c.claim and c.of == t.claim and c.removes == t.removes and \
+        (c.folder, c.depth, c.a, c.metric) == (t.folder, t.depth, t.a, t.metric)
 
 
 # ----------------------------------------------------------------------------- rendering
@@ -812,11 +866,23 @@ def gap(r, fmt):
 
 
 def seed_list(xs):
-    return ('seed ' if len(xs) == 1 else 'seeds ') + ', '.join(map(str, xs))
+    """'seed 2', 'seeds 2, 6', 'seeds 1-5' (a run of four or more consecutive seeds as a range)."""
+    xs, parts = sorted(xs), []
+    for x in xs:
+        if parts and x == parts[-1][-1] + 1:
+            parts[-1].append(x)
+        else:
+            parts.append([x])
+    text = ', '.join(f'{p[0]}-{p[-1]}' if len(p) >= 4 else ', '.join(map(str, p)) for p in parts)
+    return ('seed ' if len(xs) == 1 else 'seeds ') + text
 
 
 def letter(label, names):
-    """A *mixed* group's letter in a table's legend `names` ((a), (b), ...), appended where new."""
+    """A *mixed* group's letter in a table's legend `names` ((a), (b), ...), appended where new. A pair of sides
+    alike in words ('A x; B x': runs each alike to no other) is x's letter; 'each run alike to no other' is left to
+    the rule, which says it of every run with an unknown."""
+    label = label.replace(', each run alike to no other', '')
+    label = (re.fullmatch(r'A (.+); B \1', label) or [label, label])[1]
     if label not in names:
         names.append(label)
     return f'({chr(ord("a") + names.index(label))})'
@@ -850,8 +916,8 @@ def computed_cell(r, names):
         for g in r['groups']:
             by.setdefault(g['label'], []).extend(g['seeds'])
         return '*mixed*: ' + '; '.join(f"{letter(k, names)} {seed_list(sorted(x))}" for k, x in by.items())
-    return '; '.join(letter(o, names) for o in r['on']) if len(r['on']) == 1 else \
-        '*mixed*: ' + '; '.join(letter(o, names) for o in r['on'])
+    on = list(dict.fromkeys(letter(o, names) for o in r['on']))
+    return on[0] if len(r['on']) == 1 else '*mixed*: ' + '; '.join(on)
 
 
 def p_cell(r):
@@ -865,10 +931,10 @@ def p_cell(r):
     return text
 
 
-def verdict_cell(r, fills=None):
+def verdict_cell(r):
+    """The verdict and what it used (method); the runs a row waits on are named by the list of runs to come."""
     how = method(r)
-    fill = f' (runs: {fill_key(r, fills)})' if fills is not None and fill_key(r, fills) else ''
-    return f"**{verdict(r)}**" + (f' ({how})' if how else '') + fill
+    return f"**{verdict(r)}**" + (f' ({how})' if how else '')
 
 
 def label(v):
@@ -933,17 +999,17 @@ def fill_key(r, fills):
     return fills[folders(r['test'])[0]][0] if fills and waits(r) else ''
 
 
-def row_cells(r, names, fills=None):
+def row_cells(r, names):
     """The columns every row shares: A, B, seeds, B − A, p, per seed, computed on, verdict."""
     fmt = METRICS[r['test'].metric][3]
     if r['missing']:  # A's values where its runs are there (B's are not)
         return [cell_text(r.get('a') or {}, [], fmt), '—', seeds_cell(r) if r.get('excluded') else '0', '—', '—',
-                '', '', verdict_cell(r, fills)]
+                '', '', verdict_cell(r)]
     if r.get('stable'):
-        return ['', '', '', gap(r, fmt), '—', '; '.join(r['counts']), computed_cell(r, names), verdict_cell(r, fills)]
+        return ['', '', '', gap(r, fmt), '—', '; '.join(r['counts']), computed_cell(r, names), verdict_cell(r)]
     return [cell_text(r['a'], r['seeds'], fmt), cell_text(r['b'], r['seeds'], fmt), seeds_cell(r),
             grouped_gap(r, fmt, names), p_cell(r), '; '.join(r['counts']), computed_cell(r, names),
-            verdict_cell(r, fills)]
+            verdict_cell(r)]
 
 
 def number(r):
@@ -952,8 +1018,8 @@ def number(r):
 
 
 def claims_table(results, names, fills):
-    """One table of the measured rows (their ids name their claims); then, in a line, the rows not measured yet,
-    each with the runs that fill it (the list of runs to come) or why it is not measured."""
+    """One table of the measured rows (their ids name their claims); then, in a line, the rows not measured yet and
+    why (those the runs to come fill are named in that list)."""
     out = ['| # | runs | measure | A → B | n | B − A [95%] | p | per seed | on | verdict |', '|' + '---|' * 10]
     for r in (r for r in results if not r['missing']):
         t = r['test']
@@ -962,13 +1028,25 @@ def claims_table(results, names, fills):
         depth = t.depth + (f' (B: {t.depth_b})' if t.depth_b else '')
         measure_name = f'`{t.metric}`' + (f' (A: `{t.metric_a}`)' if t.metric_a else '')
         out.append(f"| {number(r)} | {runs} {depth} | {measure_name} | `{t.a}` → `{t.b}` | "
-                   + ' | '.join(row_cells(r, names, fills)[2:]) + ' |')
-    by = {}
-    for r in (r for r in results if r['missing']):
-        why = fill_key(r, fills) or (verdict(r)[len('not measured ('):-1] if '(' in verdict(r) else 'not committed')
-        by.setdefault(why, []).append(r['id'])
-    return '\n'.join(out + ['', 'Not measured: ' + '; '.join(f"{', '.join(ids)} ({why})" for why, ids in by.items())
-                            + '.'] if by else out)
+                   + ' | '.join(row_cells(r, names)[2:]) + ' |')
+    by, missing = {}, [r for r in results if r['missing']]
+    for r in (r for r in missing if not fill_key(r, fills)):
+        by.setdefault(verdict(r)[len('not measured ('):-1] if '(' in verdict(r) else 'not committed', []).append(r['id'])
+    why = [f"{', '.join(ids)} ({w})" for w, ids in by.items()]
+    why += ['the rows of the runs to come'] if any(fill_key(r, fills) for r in missing) else []
+    return '\n'.join(out + ['', 'Not measured: ' + '; '.join(why) + '.'] if why else out)
+
+
+def posthoc():
+    """POSTHOC in a line; the choices fixed on a date with no commit named, under that date once."""
+    parts, dated = [], {}
+    for what, when, seen in POSTHOC:
+        if ',' in when:  # a commit and its date
+            parts.append(f'{what}, fixed in {when}, after {seen}')
+        else:
+            dated.setdefault(when, []).append(f'{what}, after {seen}')
+    parts += [f"fixed on {when}: {'; '.join(xs)}" for when, xs in dated.items()]
+    return 'Choices made after some runs had been seen: ' + '; '.join(parts) + '.'
 
 
 def claims_md(results):
@@ -996,12 +1074,12 @@ def claims_md(results):
             f'`{k}`: {w}: {WHY[k]}' for k, (w, _, _) in NEEDS.items()) + '. The layers read: ' + '; '.join(
             f'`{k}`: {w}' for k, w in WHY.items() if k not in NEEDS) + '.',
         '',
-        'Choices made after some runs had been seen: ' + '; '.join(
-            f'{what}, fixed in {when}, after {seen}' for what, when, seen in POSTHOC) + '.',
+        posthoc(),
         '',
         '## What the runs say',
         '',
-        'Measures (`METRICS`): ' + '; '.join(f'`{k}`: {m[0]}' for k, m in METRICS.items()) + '.',
+        'Measures (`METRICS`, but the layers read above): ' + '; '.join(f'`{k}`: {m[0]}' for k, m in METRICS.items()
+                                                                if k not in TWIN) + '.',
         '',
         table,
         '',
@@ -1009,10 +1087,11 @@ def claims_md(results):
         '',
         '## Runs to come',
         '',
-        'The rows waiting on runs, and the command that makes them (GPU: on a GPU):',
+        'Each command, and the rows it fills (GPU: on a GPU):',
         '',
-    ] + [f"- {key}: `{cmd}`" + ''.join(f"; rows of `{os.path.basename(f)}`: {', '.join(ids)}"
-                                       for f, (k, _, ids) in fills.items() if k == key)
+    ] + [f"- {key}: `{cmd}`; rows " + '; '.join(
+        (f"of `{os.path.basename(f)}`: " if sum(k == key for k, _, _ in fills.values()) > 1 else '') + ', '.join(ids)
+        for f, (k, _, ids) in fills.items() if k == key)
          for key, cmd in dict((k, c) for k, c, _ in fills.values()).items()] + ([
         '',
         '## The gate and the learning rate',
@@ -1021,8 +1100,7 @@ def claims_md(results):
         'seeds, shaded over their range.',
     ] if plot else []) + [
         '',
-        'Each folder\'s `results.md` (`python report.py <folder>`) has its tables, the command that makes its runs '
-        'again, their commits and machines.',
+        'Each folder\'s `results.md` (`python report.py <folder>`) has its tables, commands, commits and machines.',
         ''])
 
 
@@ -1037,21 +1115,26 @@ def distance(r):
     return ('dataset' in differ, len(differ))
 
 
+# The claims of note 001, the seed's Shakespeare setup (docs/seed_notes.md): their own dataset is SEED_SETTING's
+OWN_DATASET = {c for c, (what, _, _) in CLAIMS.items() if '(001)' in what}
+
+
 def readme_key(r, i):
-    """The rule's order, smallest first: a row of TESTS (not a twin); decided on one homogeneous group of MIN_SEEDS
-    seeds; closest to the seed's setting; most seeds in one homogeneous group; selecting nothing; the order of the
-    rows."""
+    """The rule's order, smallest first: a row of TESTS (not a twin); on the claim's own dataset (OWN_DATASET);
+    decided on one homogeneous group of MIN_SEEDS seeds; closest to the seed's setting; most seeds in one homogeneous
+    group; selecting nothing; the order of the rows."""
     called = not any(verdict(r).startswith(u) for u in UNDECIDED)
     biggest = biggest_group(r)
     selects = r['test'].metric in TWIN or bool(r['dropped'])
-    return (r.get('twin_of') is not None, not (called and biggest >= MIN_SEEDS), not called, distance(r), -biggest,
-            selects, i)
+    return (r.get('twin_of') is not None, r['test'].claim in OWN_DATASET and distance(r)[0],
+            not (called and biggest >= MIN_SEEDS), not called, distance(r), -biggest, selects, i)
 
 
 # What a verdict says of the claim, in words a reader needs no key for: (how strongly it holds, lowest first: the
 # weaker part of a two-part claim is the higher; the words)
 PLAIN = {
     'supported': (0, 'holds'), 'removed': (0, 'holds: removed in every seed'),
+    'removed, not specific': (1, 'holds, not specific to {b}: {c} removes it too'),
     'equivalent': (0, 'holds: no difference beyond the margin'),
     'reduced, not removed': (1, 'does not hold as stated: reduced, not removed'),
     'within noise': (2, 'not shown: the difference is within noise'),
@@ -1074,7 +1157,17 @@ def plain(r):
     adj = r.get('adj') or {}
     if key == 'within noise' and adj.get('raw', 1) < ALPHA:  # its own interval excludes 0; the family's does not
         words += f" once corrected for the {adj['m']} tests of its family"
-    return n, words.format(a=label(t.a), b=label(t.b))
+    also = [label(c['test'].b) for c in r.get('controls', []) if verdict(c) == 'removed']
+    return n, words.format(a=label(t.a), b=label(t.b), c=' and '.join(also))
+
+
+def part_pick(rows):
+    """readme_key's first row of a part's [(i, row)]; where it is decided and the part's other decided rows of its
+    tier (twin, dataset) differ from it, the weakest of them (the first by readme_key among equals)."""
+    ranked = sorted(rows, key=lambda ir: readme_key(ir[1], ir[0]))
+    tier = readme_key(ranked[0][1], ranked[0][0])[:3]
+    peers = [r for i, r in ranked if readme_key(r, i)[:3] == tier] if not tier[2] else [ranked[0][1]]
+    return max(peers, key=lambda r: plain(r)[0])
 
 
 def readme_row(claim, results):
@@ -1082,16 +1175,17 @@ def readme_row(claim, results):
     given (its words name the other part's)."""
     mine = [(i, r) for i, r in enumerate(results) if r['test'].claim == claim]
     parts = sorted({r['test'].part for _, r in mine})
-    picks = [min(((i, r) for i, r in mine if r['test'].part == p), key=lambda ir: readme_key(ir[1], ir[0]))[1]
-             for p in parts]
+    picks = [part_pick([(i, r) for i, r in mine if r['test'].part == p]) for p in parts]
     r = max(picks, key=lambda x: plain(x)[0])
     n, words = plain(r)
     others = [f"the {o['test'].part} part: {plain(o)[1]}" for o in picks if o is not r]
-    if others:
+    if others and all(plain(o)[1] == words for o in picks):
+        words += ' (both parts)' if len(picks) == 2 else ' (every part)'
+    elif others:
         words = f"{words} (the {r['test'].part} part; {'; '.join(others)})"
     t = r['test']
     n_seeds = len(r['seeds']) if r['seeds'] and not r.get('stable') else '—'
-    effect = gap(r, METRICS[t.metric][3]) + (' (pooled across setups)' if len(r['groups']) > 1 else '')
+    effect = gap(r, METRICS[t.metric][3]) + (' (*mixed*, pooled)' if len(r['groups']) > 1 else '')
     fill = FILLS.get(folders(t)[0])
     command = fill if isinstance(fill, str) else fill_command(r) or r['command']
     what = (f"{METRICS[t.metric][0]} − {METRICS[t.metric_a][0].split(' (')[0]}, {label(t.b)}" if t.metric_a else
@@ -1109,9 +1203,9 @@ def findings(results):
     return '\n'.join([
         START,
         '',
-        'Rendered by `python evidence/claims.py` (do not edit between the markers): each claim of the seed notes by '
-        'one of its rows, chosen by a rule; `results/claims.md` has the rule, every row, the p values and the '
-        'machines. Effect: B − A, the mean over paired seeds with its 95% interval.',
+        'Rendered by `python evidence/claims.py` (do not edit between the markers): a row a claim of the seed notes, '
+        'chosen by a rule; `results/claims.md` has the rule, every row, the p values and the machines. Effect: B − A, '
+        'the mean over paired seeds with its 95% interval.',
         '',
         '| claim | does it hold? | effect [95% interval], n | setting; measure | both arms |',
         '|---|---|---|---|---|',

@@ -60,11 +60,14 @@ def pm(xs, fmt='{:.2f}'):
 
 
 def seeds_text(seeds):
-    """'1-5' for a run of consecutive seeds, else '1, 3, 4'."""
-    seeds = sorted(seeds)
-    if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[-1] + 1)):
-        return f'{seeds[0]}-{seeds[-1]}'
-    return ', '.join(map(str, seeds))
+    """'1-5' for a run of three or more consecutive seeds: '1-4, 6-10', '1, 3, 4'."""
+    runs = []
+    for x in sorted(seeds):
+        if runs and x == runs[-1][-1] + 1:
+            runs[-1].append(x)
+        else:
+            runs.append([x])
+    return ', '.join(f'{r[0]}-{r[-1]}' if len(r) > 2 else ', '.join(map(str, r)) for r in runs)
 
 
 def p_text(st):
@@ -225,7 +228,7 @@ def sink_names():
 
 # ----------------------------------------------------------------------------- results/needle_cpu.md
 
-NEEDLE = ('results/needle_cpu', 'results/needle_cpu_seeds6-10')  # the task without distractors
+NEEDLE = claims.NEEDLE  # the task without distractors
 NEEDLE_VARIANTS = ['nanogpt', 'diff', 'diff_sym', 'sym', 'gated', 'softmax1']
 LEARNED = 0.1  # "learned the task": the first eval with val loss below 0.1 (the copy plateau is above 1)
 
@@ -583,9 +586,11 @@ def alone_table(name=ALONE):
 
 
 def steps_table(names):
-    """Each check's steps and their status, a row a check (its GPU, torch and date)."""
-    return table(['check', 'GPU, torch', 'started', 'steps: status'], [
-        [f'`{commit_of(n)}`', f"{step_of(n, 'env')['gpu']}, {step_of(n, 'env')['torch']}", check(n)['started'][:10],
+    """Each check's steps and their status, a row a check (its GPU, torch, date, and whether its tree had uncommitted
+    changes, from its record's env step)."""
+    return table(['check', 'tree', 'GPU, torch', 'started', 'steps: status'], [
+        [f'`{commit_of(n)}`', 'with uncommitted changes' if step_of(n, 'env').get('dirty') else 'clean',
+         f"{step_of(n, 'env')['gpu']}, {step_of(n, 'env')['torch']}", check(n)['started'][:10],
          ', '.join(f"{k}: {v['status']}" for k, v in check(n)['steps'].items())] for n in names])
 
 

@@ -32,8 +32,9 @@ def own_cache(tmp_path_factory):
 def one_thread():
     """torch on one thread, in this process and in every process the module's tests start (OMP_NUM_THREADS=1).
     CI runs the tests in two workers on two cores: two threads each left every OpenMP barrier waiting for a core that
-    the other worker held (a 50-step tiny run took 73 s with two threads, 2.8 s with one, on a busy machine). Runs
-    compared for equality in a test all run under it, in-process or not, so they also take the same float path."""
+    the other worker held (a 50-step tiny run took 73 s with two threads, 2.8 s with one, on a busy machine, at
+    8e84444). Runs compared for equality in a test all run under it, in-process or not, so they also take the same
+    float path."""
     threads, omp = torch.get_num_threads(), os.environ.get('OMP_NUM_THREADS')
     torch.set_num_threads(1)
     os.environ['OMP_NUM_THREADS'] = '1'

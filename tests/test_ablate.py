@@ -1014,9 +1014,9 @@ def test_progress_says_runs_done_running_and_left_with_each_run_s_iteration_and_
     assert progress.line(start + 5) == f'sweep {root}: 1 finished, 1 running, 4 left | diff_sym_3L_s1 starting'
     _record(run, 10, start + 10, ms_per_iter=500.0)  # the first record: 140 left at 0.5 s
     assert progress.line(start + 10).endswith('| diff_sym_3L_s1 10/150 ETA 1m 10s')
-    _record(run, 30, start + 30)  # 20 iterations in 20 s: 120 s left, less the 5 s since its record
+    _record(run, 30, start + 30)  # `20 iterations / 20 s`: `150 - 30 = 120 s` left, less the `5 s` since its record
     line = progress.line(start + 35)
-    # the four left at 150 s each and the running one's 115 s, over two slots: 357.5 s
+    # the four left at `150 s` each and the running one's `115 s`, over two slots: `(4 * 150 + 115) / 2 = 357.5 s`
     assert line == f'sweep {root}: 1 finished, 1 running, 4 left, ETA 5m 58s | diff_sym_3L_s1 30/150 ETA 1m 55s'
     _touch(root / 'nanogpt_3L_s2' / 'train.log', start + 40)
     _touch(root / 'nanogpt_3L_s2' / 'FAILED', start + 41)

@@ -65,7 +65,7 @@ def test_a_run_that_cannot_fit_in_memory_is_refused_before_anything_is_made(tmp_
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     out = tmp_path / 'o'
     # 10^7 positions: several TiB of activations by the lower bound, more than any machine's memory (10^5, the case
-    # that was killed here, is about 78 GiB in bf16: more than this 24 GiB machine has, not more than every one's)
+    # that was killed at 3869fff, is about 78 GiB in bf16: more than that machine's 24 GiB, not every one's)
     p = subprocess.run([sys.executable, 'train.py', 'configs/nanogpt_3L.py', '--device=cpu', '--block_size=10000000',
                         f'--out_dir={out}'], cwd=root, capture_output=True, text=True, timeout=120)
     assert p.returncode == 1 and 'block_size=10000000' in p.stderr and 'GiB' in p.stderr, p.stderr

@@ -106,7 +106,7 @@ def test_nan_on_another_rank_stops_every_rank_before_the_save(tmp_path):
 
 def test_sigterm_to_torchrun_saves_within_seconds_and_the_run_resumes(tmp_path):
     """torchrun passes its SIGTERM to each worker; the ranks agree to stop at the same step (one all-reduce of their
-    flags) and rank 0 saves ckpt.pt there, within the 30 s torchrun gives them before a SIGKILL. Then the run
+    flags) and rank 0 saves ckpt.pt there, within the grace torchrun gives them before a SIGKILL. Then the run
     resumes from it."""
     out = tmp_path / 'o'
     p = subprocess.Popen([*TORCHRUN, os.path.join(ROOT, 'train.py'), *TINY, f'--out_dir={out}',

@@ -5,13 +5,16 @@ analyze.py's pages of a folder's runs), or a prose page named in PROSE with its 
 of typed results.
 analyze.py's pages are checked here: each is its render, a hand-edited digit fails --check, and a changed run file
 changes the page. Reads files only: no training."""
+import ast
 import glob
+import io
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tokenize
 
 import pytest
 
@@ -39,14 +42,19 @@ PROSE = {
 CITATIONS = {'docs/seed_notes.md', 'docs/anchors.md'}
 
 
-def tracked_pages():
-    """'README.md' and every Markdown file git tracks under results/ and docs/ (a fresh clone's)."""
+def tracked_files(*patterns):
+    """The files git tracks (a fresh clone's) by pathspec."""
     try:
-        out = subprocess.run(['git', 'ls-files', '-z', '--', 'README.md', 'results/*.md', 'docs/*.md'], cwd=ROOT,
-                             capture_output=True, text=True, check=True).stdout
+        out = subprocess.run(['git', 'ls-files', '-z', '--', *patterns], cwd=ROOT, capture_output=True, text=True,
+                             check=True).stdout
     except (OSError, subprocess.CalledProcessError):
         pytest.skip('not a git checkout')
     return sorted(p for p in out.split('\0') if p)
+
+
+def tracked_pages():
+    """'README.md' and every Markdown file git tracks under results/ and docs/."""
+    return tracked_files('README.md', 'results/*.md', 'docs/*.md')
 
 
 def report_folders():
@@ -98,11 +106,11 @@ def test_sweeps_of_unfinished_runs_rerender_byte_for_byte(tmp_path, monkeypatch)
             f'{os.path.relpath(folder, ROOT)}/results.md is not what report.py renders: run python report.py on it'
 
 
-def test_a_new_page_fails_with_how_to_fix_it():
-    """A Markdown page added under results/ without a renderer or a reason is named, with both ways out."""
+def test_a_new_page_without_a_renderer_or_a_reason_is_flagged():
+    """A Markdown page added under results/ without a renderer or a reason is flagged, and only it; a prose page, a
+    rendered page and a sweep's results.md are not."""
     new = os.path.join('results', 'a_new_measurement.md')
-    (message,) = [m for m in unclassified(tracked_pages() + [new]) if m.startswith(new)]
-    assert 'pages.PAGES' in message and 'PROSE' in message
+    assert [m.split(':')[0] for m in unclassified(tracked_pages() + [new])] == [new]
     assert unclassified(['docs/details.md', 'results/claims.md', 'results/shakespeare_cpu_long/results.md']) == []
 
 
@@ -276,6 +284,114 @@ def test_a_templates_numbers_are_tables_on_lines_of_their_own():
         for i, line in enumerate(read(page).split('\n'), 1):
             if '{{' in line:
                 assert re.fullmatch(r'\{\{.+?\}\}', line.strip()), f'{page}, line {i}: a field inside prose: {line!r}'
+
+
+# ----------------------------------------------------------------------------- the lint of code comments
+
+# A measured number in a comment or docstring of the repository's code (.py files and shell scripts) cites where it
+# was measured: a results/... file or a commit (7 or more hex digits) in the same comment (a run of consecutive
+# comment lines) or docstring. A measured number is one beside a unit or a metric word (CODE_NUMBER); it is none
+# where it is a quote ('9s': a format's example), a constant of the file's code (the setting the comment describes),
+# a paper's (the comment names its source: et al., docs/anchors.md, docs/seed_notes.md) or ALLOWED's.
+UNIT = (r'(?:ms|µs|s|sec|seconds?|min|minutes?|hours?|%|[KMGT]i?B|[GT]B/s|TFLOP/s|TFLOPS|steps/s|it/s|tokens/s|'
+        r'ms/step|s/step|ms/iter)')
+CODE_NUMBER = re.compile(
+    rf'(?<![\w.^/-])\d+(?:\.\d+)?(?: ?{UNIT}(?![\w/])|[x×](?![\w]))'  # a time, a size, a share, a ratio
+    r'|\b\d+[hm] \d+[ms]\b'  # a duration as output.duration writes it
+    r'|\b(?:val(?:idation)?(?: loss)?|train(?:ing)? loss|loss|accuracy|kurtosis|perplexity|ppl|MFU)'
+    r'(?: (?:of|at|is|was|to|from|near|about|reached))? ?[=≈~:]? ?\d+\.\d+', re.I)  # a metric's decimal
+CITED = re.compile(r'results/[\w./-]+|\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b|\bet al\.'
+                   r'|docs/(?:anchors|seed_notes)\.md')
+QUOTED = re.compile(r"(?<![\w.])'[^'\n]*'(?!\w)|`[^`\n]*`")
+
+
+def code_texts(path, text):
+    """(line, text) of each comment (consecutive comment lines together) and docstring of a .py file or a shell
+    script."""
+    if path.endswith('.py'):
+        comments = [(t.start[0], t.string) for t in tokenize.generate_tokens(io.StringIO(text).readline)
+                    if t.type == tokenize.COMMENT]
+        docs = [(n.body[0].lineno, ast.get_docstring(n, clean=False)) for n in ast.walk(ast.parse(text))
+                if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                and ast.get_docstring(n, clean=False)]
+    else:  # a shell comment: a # at a line's start or after a blank, outside quotes
+        unquoted = (re.sub(r"'[^']*'|\"(?:[^\"\\\\]|\\\\.)*\"", lambda m: ' ' * len(m[0]), line)
+                    for line in text.split('\n'))
+        comments = [(i, line[m.start(1):]) for i, (line, bare) in enumerate(zip(text.split('\n'), unquoted), 1)
+                    if not line.startswith('#!') and (m := re.search(r'(?:^|\s)(#.*)$', bare))]
+        docs = []
+    blocks = []
+    for line, c in comments:
+        if blocks and blocks[-1][2] == line - 1:
+            blocks[-1] = (blocks[-1][0], blocks[-1][1] + '\n' + c, line)
+        else:
+            blocks.append((line, c, line))
+    return [(line, c) for line, c, _ in blocks] + docs
+
+
+def code_constants(path, text):
+    """The numbers a file's code holds (a .py file's numeric literals; a shell script's numbers outside comments)."""
+    if not path.endswith('.py'):
+        return {float(x) for line in text.split('\n') for x in re.findall(r'\d+(?:\.\d+)?', line.split(' #')[0])
+                if not line.lstrip().startswith('#')}
+    return {float(n.value) for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Constant)
+            and isinstance(n.value, (int, float)) and not isinstance(n.value, bool)}
+
+
+def untraced_numbers(path, text):
+    """(line, match) of each measured number in the file's comments and docstrings that cites no results file or
+    commit, but for quotes, the file's own constants and ALLOWED's settings."""
+    consts = code_constants(path, text)
+    found = []
+    for line, t in code_texts(path, text):
+        if CITED.search(t):
+            continue
+        for m in CODE_NUMBER.finditer(QUOTED.sub("''", t)):
+            n = float(re.search(r'\d+(?:\.\d+)?', m[0])[0])
+            if m[0] in ALLOWED or n in consts or (m[0].endswith('%') and n / 100 in consts):
+                continue
+            found.append((line, m[0]))
+    return found
+
+
+def test_code_comments_cite_where_their_numbers_were_measured():
+    """Every measured number in a comment or docstring of the repository's .py files and shell scripts cites its
+    results file or commit (the audit typed a result into a docstring, and every check passed)."""
+    found = [(p, line, what) for p in tracked_files('*.py', '*.sh') for line, what in untraced_numbers(p, read(p))]
+    assert not found, 'a measured number without its source: ' + '; '.join(
+        f'{p}, the comment or docstring at line {line}: {what!r}' for p, line, what in found) + \
+        '. Cite the results/... file or the commit that measured it in the same comment, or drop the number'
+
+
+# Results typed into code the way the audit typed one into a docstring, each caught; and what is not a measurement
+TYPED_IN_CODE = ['"""Diff trains 1.7x slower in bf16 on this CPU."""', '# a 6-layer run took 7 minutes',
+                 '# Norm+Sym reaches a val loss of 1.63', '"""The step takes 8.44 ms, 23% of the peak."""',
+                 '# the sweep took 7m 19s']
+NOT_MEASURED = ['"""Diff trains 1.7x slower (results/bench_cpu.md)."""', '# took 7 minutes at a570e70',
+                "# formats 75 as '1m 15s'", 'RATIO = 1.5  # a spike: a loss above 1.5x the median',
+                '# a step of 12 x 1024 tokens', "# Sun et al.'s massive activations are ~1000x the median"]
+
+
+@pytest.mark.parametrize('typed', TYPED_IN_CODE)
+def test_the_comment_lint_catches_a_result_typed_into_code(typed):
+    source = f'def f():\n    {typed}\n    return 0\n'
+    assert untraced_numbers('a.py', source), typed
+    assert untraced_numbers('a.sh', f'#!/bin/bash\n{typed}\necho "# not a comment"\n') or typed.startswith('"""')
+    assert untraced_numbers('a.py', f'def f():\n    return {typed.strip("#").strip()!r}\n') == []  # code, not a comment
+
+
+@pytest.mark.parametrize('path', ['report.py', 'evidence/claims.py', 'ablate.sh'])
+def test_the_comment_lint_catches_a_result_typed_into_a_repository_file(path):
+    """A measured number typed into a comment of a committed file is caught at the comment's line."""
+    text = read(path)
+    assert untraced_numbers(path, text) == []
+    edited = text.rstrip('\n') + '\n\n# nanogpt trains 1.7x faster than Diff here\n'
+    assert untraced_numbers(path, edited) == [(edited.count('\n'), '1.7x')]
+
+
+@pytest.mark.parametrize('fine', NOT_MEASURED)
+def test_the_comment_lint_passes_citations_settings_and_quotes(fine):
+    assert untraced_numbers('a.py', f'def f():\n    {fine}\n    return 0\n') == [], fine
 
 
 # ----------------------------------------------------------------------------- analyze.py's pages of a folder's runs

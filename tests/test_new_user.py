@@ -150,7 +150,8 @@ def test_a_resume_refuses_another_variants_config_file(run, tmp_path):
 
 def test_a_run_records_its_code_and_a_stable_mfu_peak(run, tmp_path):
     """summary.json and ckpt.pt hold the commit and whether the tree was dirty; MFU's peak is stated once for a run
-    and kept across its resume (a CPU's peak timed anew at each resume moved one run's MFU from 23% to 50%)."""
+    and kept across its resume (a CPU's peak timed anew at each resume moved one run's MFU from 23% to 50% at
+    d6d1cf7)."""
     s = json.load(open(run / 'summary.json'))
     ckpt = load_checkpoint(str(run / 'ckpt.pt'))[1]
     head = subprocess.run(['git', 'rev-parse', 'HEAD'], cwd=ROOT, capture_output=True, text=True).stdout.strip()
@@ -197,7 +198,7 @@ def test_a_resume_refuses_a_config_that_leaves_the_checkpoints_model_keys_at_the
 
 
 def test_float16_on_a_cpu_is_refused_naming_the_dtypes_that_work(tmp_path):
-    """--dtype=float16 on a CPU sat 7 minutes in its first evaluation: refused before anything is made."""
+    """--dtype=float16 on a CPU sat 7 minutes in its first evaluation (fceb1ab): refused before anything is made."""
     p = train_cli(tmp_path / 'o', '--max_iters=2', '--dtype=float16', check=False)
     assert p.returncode == 1 and "dtype='float16' on a CPU" in p.stderr and '--dtype=float32' in p.stderr, p.stderr
     assert len(p.stderr.strip().splitlines()) == 1 and not (tmp_path / 'o').exists()
@@ -253,10 +254,10 @@ def test_a_terminal_shows_evaluation_progress_on_its_bar(tmp_path, monkeypatch):
 
 
 def test_a_cpus_mfu_peak_is_the_highest_timed_on_the_machine_and_named(tmp_path, monkeypatch, capsys):
-    """A CPU's peak used as timed moved with the load (0.057 to 0.437 TFLOP/s for one config); timed once and kept, a
-    figure timed on a busy machine stayed (0.056 against 0.149 quiet: every later run logged an MFU of 139%). Now each
-    start times it and the cache keeps the highest per CPU, thread count and dtype: a slower timing never lowers it,
-    a faster one raises it; the log and summary.json say so."""
+    """A CPU's peak used as timed moved with the load (0.057 to 0.437 TFLOP/s for one config, at fceb1ab); timed once
+    and kept, a figure timed on a busy machine stayed (0.056 against 0.149 quiet: every later run logged an MFU of
+    139%). Now each start times it and the cache keeps the highest per CPU, thread count and dtype: a slower timing
+    never lowers it, a faster one raises it; the log and summary.json say so."""
     monkeypatch.setenv('XDG_CACHE_HOME', str(tmp_path / 'cache'))
     timings = iter([0.5e11, 1e11, 0.7e11, 9e11, 2e11, 1e11])  # busy first, then quiet, then busy again
     monkeypatch.setattr(hardware, 'time_matmul', lambda dtype: next(timings))

@@ -277,3 +277,21 @@ def test_the_quick_start_block_reads_its_run(tmp_path, monkeypatch):
     text = ' '.join(pages.quickstart_block().split())
     assert 'took 4m 14s' in text and 'from 4.18 at step 0 to 2.19 at step 500' in text, text
     assert "layer 2's λ_full from its λ_init 0.47 to 0.21" in text and 'abcdef0' in text and '2-core' in text, text
+
+
+def test_the_gpu_page_says_which_checks_ran_on_a_tree_with_changes(tmp_path, monkeypatch):
+    """bench_gpu.md's table of the checks reads each record's env step: a check whose tree had uncommitted changes
+    says so on its row, and one whose record says the tree was clean says clean (the check at 09c4cb4 ran dirty)."""
+    shutil.copytree(os.path.join(ROOT, pages.GPU_CHECK), tmp_path / pages.GPU_CHECK)
+    monkeypatch.setattr(claims, 'HERE', str(tmp_path))
+
+    def row(name):
+        return next(r for r in pages.steps_table([pages.ALONE, pages.GATHER, pages.QUEUE1]).split('\n')
+                    if r.startswith(f'| `{pages.commit_of(name)}` |'))
+    for name in (pages.ALONE, pages.GATHER, pages.QUEUE1):
+        path = tmp_path / pages.GPU_CHECK / name / 'results.json'
+        res = json.loads(path.read_text())
+        for dirty, tree in ((True, 'with uncommitted changes'), (False, 'clean')):
+            res['steps']['env']['dirty'] = dirty
+            path.write_text(json.dumps(res))
+            assert f'| {tree} |' in row(name), (name, dirty)

@@ -7,10 +7,10 @@ $ python data/fineweb/prepare.py --source fineweb-edu         # streamed from th
 $ python data/fineweb/prepare.py --source openwebtext --max_tokens 2.5e9
 
 A .txt file is one document; a .jsonl line and a .parquet row are one document each, their 'text' field (.parquet
-needs pyarrow). Every --val_every-th document (default 2000th: 0.05%, nanoGPT's share) goes to val.bin.
+needs pyarrow). Every --val_every-th document (default every 2000th, nanoGPT's share) goes to val.bin.
 
 It streams: documents go to a pool of tokeniser processes in batches, at most a few batches ahead, and token ids go
-to disk as they come back, in document order, so memory does not grow with the corpus (10B tokens is 20 GB on disk,
+to disk as they come back, in document order, so memory does not grow with the corpus (two bytes a token on disk,
 a few hundred MB of RAM) and the output does not depend on --workers. Everything is written to .tmp files and
 renamed at the end, meta.json last: a run stopped half-way leaves the dataset that was here before whole, and the
 next run starts again.

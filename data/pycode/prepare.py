@@ -7,8 +7,9 @@ $ python data/pycode/prepare.py --check          # (re)builds from downloads/ an
 
 Why pinned: the GPU machines reach no network and the installed packages differ between machines, so a corpus read
 from "whatever is installed" would differ between runs. Every wheel is named with its version and sha256 below
-(pip downloads it with --require-hashes), so the same bytes go in everywhere; the wheels in downloads/ (about 21 MB,
-already compressed) are what travels to a machine without network, and this script rebuilds the token files there.
+(pip downloads it with --require-hashes), so the same bytes go in everywhere; the wheels in downloads/ (about 21 MB
+at c3a194b, already compressed) are what travels to a machine without network, and this script rebuilds the token
+files there.
 
 What is built, all of it a function of the wheels' bytes alone (no paths of temporary folders, no dates):
   - every *.py member of each wheel, read in sorted (wheel, member) order, kept if it is UTF-8 (the others are
@@ -37,8 +38,8 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 DOWNLOADS = os.path.join(HERE, 'downloads')
 # (requirement, wheel file name, sha256 of the wheel as PyPI serves it): pure-Python wheels (py3-none-any), so the
-# same file on every platform. Chosen for size (54 MB of .py together) and variety: a computer algebra system, a web
-# framework, a networking framework, graph algorithms, a syntax highlighter, a build tool.
+# same file on every platform. Chosen for size (54 MB of .py together at c3a194b) and variety: a computer algebra
+# system, a web framework, a networking framework, graph algorithms, a syntax highlighter, a build tool.
 PINS = [
     ('Django==4.2.7', 'Django-4.2.7-py3-none-any.whl',
      'e1d37c51ad26186de355cbcec16613ebdabfa9689bbade9c538835205a8abbe9'),

@@ -1,6 +1,6 @@
 """
 Tiny Shakespeare, character level (as nanoGPT's shakespeare_char): 65 symbols, the first 90% for training
-(1,003,854 tokens) and the last 10% for validation (111,540 tokens), as uint16 train.bin / val.bin, and
+(1,003,854 tokens) and the rest for validation (111,540 tokens), as uint16 train.bin / val.bin, and
 meta.json with the vocabulary (JSON, not pickle).
 
 $ python data/shakespeare_char/prepare.py                   # downloads input.txt if it is not here yet
