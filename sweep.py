@@ -171,7 +171,7 @@ class Sweep:
         self.variants = [prefix + v for v in (env.get('VARIANTS') or default).split()]
         self.depths = (env.get('DEPTHS') or profile.depths).split()
         self.check_names()
-        # extra arguments that change what the runs compute make a sweep of their own (--max_iters=10: <...>_max_iters10),
+        # extra arguments that change what the runs compute make a sweep of their own (--max_iters=10: _max_iters10),
         # so that they never join the profile's own folder, whose sweep_settings would then refuse the plain launch
         self.own = {} if env.get('SWEEP') else changed_by(self.schedule, args)
         self.name = env.get('SWEEP') or f'{profile.data}_{name}{suffix}{args_suffix(self.own)}'
@@ -187,10 +187,10 @@ class Sweep:
         has = {v: config_names(rf'{re.escape(v)}_([0-9]*[LM])\.py$') for v in self.variants}
         absent = [v for v in self.variants if not set(self.depths) & set(has[v].split())]
         for v in absent if self.env.get('VARIANTS') or absent == self.variants else ():
+            fix = (f"it has {has[v]}: say DEPTHS= one of those, leave it out of VARIANTS, or write the config "
+                   "(docs/adding_a_variant.md)" if has[v] else "the variants: " + config_names(r'(.*)_[0-9]*[LM]\.py$'))
             raise Refused(f"VARIANTS has '{v}', but no configs/{v}_<depth>.py at DEPTHS={' '.join(self.depths)}, so "
-                          f"nothing was started or made; " + (f"it has {has[v]}: say DEPTHS= one of those, leave it out "
-                          f"of VARIANTS, or write the config (docs/adding_a_variant.md)" if has[v] else "the variants: "
-                          + config_names(r'(.*)_[0-9]*[LM]\.py$')))
+                          f"nothing was started or made; {fix}")
         for v in self.variants:
             if v not in LABELS:  # report.py would have no label, column or comparison for its runs
                 raise Refused(f"VARIANTS has '{v}', which has configs but no row in variants.py's VARIANTS table: add "
@@ -203,7 +203,8 @@ class Sweep:
 
     def runs(self):
         """(config, run folder, seed) of each run, seed by seed: a sweep stopped half-way leaves whole tables."""
-        return [(c, f"{self.root}/{os.path.basename(c)[:-3]}_s{seed}", seed) for seed in self.seeds for c in self.configs()]
+        return [(cfg, f"{self.root}/{os.path.basename(cfg)[:-3]}_s{seed}", seed)
+                for seed in self.seeds for cfg in self.configs()]
 
     def settings(self):
         """What its runs share, sorted, the last of a key winning (as in train.py), less FREE_ON_RESUME's keys."""
@@ -240,8 +241,8 @@ class Sweep:
         """The first line: the folder, why it is that one where the extra arguments chose it, the pairs left out."""
         own, configs = ' '.join(f'--{k}={v}' for k, v in self.own.items()), self.configs()
         left = [f'{v}_{d}' for d in self.depths for v in self.variants if f'configs/{v}_{d}.py' not in configs]
-        return (f"sweep {self.root}" + (f" (a sweep of its own for {own}; SWEEP=<name> names it otherwise)" if own else '')
-                + (f"; no config, so left out: {' '.join(left)}" if left else ''))
+        why = f" (a sweep of its own for {own}; SWEEP=<name> names it otherwise)" if own else ''
+        return f"sweep {self.root}{why}" + (f"; no config, so left out: {' '.join(left)}" if left else '')
 
 
 # ----------------------------------------------------------------------------- the commands
@@ -460,10 +461,8 @@ def locked(d):
     try:
         with open(os.path.join(d, '.lock')) as f:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except FileNotFoundError:
-        return False
-    except OSError:
-        return True
+    except OSError as e:
+        return not isinstance(e, FileNotFoundError)
     return False
 
 
@@ -487,9 +486,16 @@ def mark_failed(d, rc=None):
     return True
 
 
+def read(path):
+    try:
+        with open(path, errors='replace') as f:
+            return f.read()
+    except OSError:  # a worker killed before it made the run's train.log
+        return ''
+
+
 def tail(path, n):
-    with open(path, errors='replace') as f:
-        return ''.join(f'\n         {t}' for t in f.read().splitlines()[-n:])
+    return ''.join(f'\n         {t}' for t in read(path).splitlines()[-n:])
 
 
 class Runner:
@@ -501,7 +507,7 @@ class Runner:
         self.runs, self.jobs = ([run], 1) if task else (sweep.runs(), sweep.jobs)
         self.python, self.tty, self.lock = self.env.get('PYTHON') or 'python', sys.stdout.isatty(), threading.RLock()
         self.procs, self.groups, self.busy = set(), [], []  # processes running now, every group started, runs left
-        self.stopping = self.kept = self.refused = False
+        self.stopping = self.refused = False
         self.done = self.failed = self.failed_analysis = self.started = self.analyzed = 0
         gpus = gpu_list(self.env)
         if gpus and sweep.nproc > len(gpus):
@@ -539,8 +545,8 @@ class Runner:
         with self.lock:
             if self.stopping or locked(d) and self.end(d, 75):
                 return False
-            try:  # a launch at once with other settings may have kept its own since this one looked
-                self.kept = self.kept or self.sweep.keep_settings() or True
+            try:  # kept at each start: a launch at once with other settings may have kept its own since
+                self.sweep.keep_settings()
             except Refused as e:
                 self.refused = self.stopping = True
                 return self.say(f"ablate.sh: {e}", sys.stderr)
@@ -555,18 +561,19 @@ class Runner:
     def end(self, d, rc, seconds=0):
         """Its line: stopped (130, or any exit during a stop: torchrun's 1), busy (75), FAILED or done. True."""
         log = os.path.join(d, 'train.log')
-        if rc != 0 and (rc == 130 or self.stopping):
-            at = re.findall(r'stopped at iteration [0-9]+', open(log, errors='replace').read()) or ['']
-            self.say(f"stopped {d}: {at[-1]}")
-        elif rc == 75:
-            self.busy.append(d)
-            self.say(f"busy   {d}: another process is training it; left to it")
-        elif rc != 0:
-            self.failed += mark_failed(d, rc)
-            self.say(f"FAILED {d} (exit {rc}): tail of {log}:{tail(log, 5)}")
-        else:
-            self.done += 1
-            self.say(f"done   {d} in {seconds:.0f}s")
+        with self.lock:  # the lanes are threads: two counts at once lost one
+            if rc != 0 and (rc == 130 or self.stopping):
+                at = re.findall(r'stopped at iteration [0-9]+', read(log)) or ['']
+                self.say(f"stopped {d}: {at[-1]}")
+            elif rc == 75:
+                self.busy.append(d)
+                self.say(f"busy   {d}: another process is training it; left to it")
+            elif rc != 0:
+                self.failed += mark_failed(d, rc)
+                self.say(f"FAILED {d} (exit {rc}): tail of {log}:{tail(log, 5)}")
+            else:
+                self.done += 1
+                self.say(f"done   {d} in {seconds:.0f}s")
         return True
 
     def analyze(self, k, d):
@@ -577,14 +584,15 @@ class Runner:
             return self.say(f"         {d}: no ckpt.pt, so no analysis")
         log, what = os.path.join(d, 'analyze.log'), self.sweep.analyzer
         rc = mark_failed(d) and self.call(k, [self.python, what, f'--out_dir={d}'], log, 'wb')
-        if rc and self.stopping:
-            self.say(f"stopped {d}: {what}; a re-launch with ANALYZE=1 runs it again")
-        elif rc:
-            self.failed_analysis += mark_failed(d, rc)
-            self.say(f"FAILED {d}: {what} (exit {rc}): tail of {log}:{tail(log, 3)}")
-        elif rc == 0:
-            self.analyzed += os.path.getmtime(os.path.join(d, 'summary.json')) < self.start  # a run skipped now
-            self.say(f"analyzed {d}")
+        with self.lock:
+            if rc and self.stopping:
+                self.say(f"stopped {d}: {what}; a re-launch with ANALYZE=1 runs it again")
+            elif rc:
+                self.failed_analysis += mark_failed(d, rc)
+                self.say(f"FAILED {d}: {what} (exit {rc}): tail of {log}:{tail(log, 3)}")
+            elif rc == 0:
+                self.analyzed += os.path.getmtime(os.path.join(d, 'summary.json')) < self.start  # a run skipped now
+                self.say(f"analyzed {d}")
 
     def lane(self, k, todo):
         """WORKER=0: the next run of the shared list, a process each, and its analysis, until none is left."""
@@ -596,7 +604,9 @@ class Runner:
                     return
                 cfg, d, seed = todo.pop(0)
             if cfg and self.before(d):
-                (argv, resume), t0, self.started = self.argv(cfg, d, seed), time.time(), self.started + 1
+                (argv, resume), t0 = self.argv(cfg, d, seed), time.time()
+                with self.lock:
+                    self.started += 1
                 self.say(f"run    {d} {' '.join(resume)}")
                 rc = self.call(k, [self.python, *launch, 'train.py', *argv], os.path.join(d, 'train.log'))
                 if rc is not None:
@@ -612,7 +622,8 @@ class Runner:
         def said(line):
             what, _, d = line[8:].partition(' ') if line.startswith('worker: ') else ('', '', '')
             if what == 'run':
-                self.started += 1
+                with self.lock:
+                    self.started += 1
                 self.say(f"run    {d} {' '.join(self.argv('', d, 0)[1])}")
             elif what == 'end':
                 d, rc, seconds = d.rsplit(' ', 2)
@@ -625,8 +636,9 @@ class Runner:
             rc = self.call(k, [self.python, 'sweep.py', 'worker', listed], os.devnull, each_line=said)
             os.remove(listed)
             for d in [d for _, d, _ in runs if d not in ended] if rc is not None and not self.stopping else ():
-                self.failed += mark_failed(d, rc)  # its worker crashed, or was killed
-                self.say(f"FAILED {d}: its worker ended (exit {rc}) before this run did; see {d}/train.log")
+                with self.lock:  # its worker crashed, or was killed
+                    self.failed += mark_failed(d, rc)
+                    self.say(f"FAILED {d}: its worker ended (exit {rc}) before this run did; see {d}/train.log")
         for _, d, _ in share if self.sweep.analyze else ():
             self.analyze(k, d)
 
