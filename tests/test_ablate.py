@@ -82,7 +82,7 @@ def calls(runs_dir, what='train.py'):
     return [c.split() for c in log.read_text().splitlines() if c.startswith(what)] if log.exists() else []
 
 
-def started(env, args=(), where=None):
+def started(env, args=()):
     """ablate.sh started in a process group of its own (as a terminal's job), its output piped."""
     return subprocess.Popen(['bash', os.path.join(ROOT, 'ablate.sh'), *args], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)

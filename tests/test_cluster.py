@@ -79,7 +79,7 @@ def ablate(env, runs_dir, train, **extra):
     python = python_for_ablate(runs_dir, f'[ "$1" = train.py ] && shift && exec {sys.executable} {runs_dir}/{train} '
                                          f'"$@"\nexec {sys.executable} "$@"')
     e = dict(env, RUNS_DIR=str(runs_dir), PROFILE='demo', VARIANTS='nanogpt', SEEDS='1 2', SLURM='1',
-             SWEEP='shakespeare_demo', PYTHON=python)
+             SWEEP='shakespeare_demo', PYTHON=python, SBATCH_ARGS='--mem=64M')  # not the node's memory: tasks at once
     e.update(extra)
     return subprocess.run(['./ablate.sh', '--max_iters=3'], cwd=ROOT, env=e, capture_output=True, text=True,
                           timeout=120)
