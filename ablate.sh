@@ -1,16 +1,14 @@
 #!/usr/bin/env bash
 # Ablation sweep: variants x depths x seeds, one run folder each (runs/<sweep>/<variant>_<depth>_s<seed>/, its output
 # in train.log), then report.py's tables in runs/<sweep>/results.md. A finished run (summary.json) is skipped, a
-# stopped one (ckpt.pt) resumed, a failed one marked FAILED; Ctrl-C stops every run with its checkpoint. The details
-# of every setting: docs/details.md, "Sweeps".
+# stopped one (ckpt.pt) resumed, a failed one marked FAILED; Ctrl-C stops every run with its checkpoint. Every
+# setting in detail: docs/details.md, "Sweeps".
 #
 #   PROFILE=demo ./ablate.sh                      # the seed's five at 3L, 100 steps: minutes on a laptop
-#   ./ablate.sh                                   # PROFILE=full: the seed's schedule, a GPU job
 #   PROFILE=cpu_long SEEDS="1 2 3" ./ablate.sh    # 500 steps at lr 1e-3, 3L: where the variants separate on a CPU
 #   VARIANTS="nanogpt diff" DEPTHS=6L ./ablate.sh --dropout=0.1   # extra --key=value go to every run, in a sweep
 #                                                 # of their own (runs/shakespeare_full_dropout0.1)
-#   LRS="1e-3 3e-3 1e-2 3e-2" PROFILE=cpu_long VARIANTS="nanogpt gated" ./ablate.sh  # a sweep a rate: <sweep>_lr<rate>
-#   SEEDS="1 2 3" JOBS=8 ./ablate.sh              # eight runs at a time, spread over every visible GPU
+#   LRS="1e-3 3e-3 1e-2" PROFILE=cpu_long VARIANTS="nanogpt gated" ./ablate.sh   # a sweep a rate: <sweep>_lr<rate>
 #   SLURM=1 SBATCH_ARGS="--gres=gpu:1 --time=4:00:00" SEEDS="1 2 3" ./ablate.sh   # a Slurm array, one task a run
 #
 # Settings (environment variables):

@@ -41,12 +41,36 @@ from output import pyplot, read_log_lines, save_figure, write_text
 from provenance import (CPU_NAMES, FREE_KEYS, NUMERICS, SETUP_KEYS, SHARED_KEYS, computed_on, contains,  # noqa: F401
                         excluded, group_key, group_label, group_number, grouped, groups_disagree, homogeneous, legend,
                         machine_label, path_of, provenance, read_provenance)
-from sweep import FREE_ON_RESUME, LABELS as NAMES, PAIRS, PROFILES, VARIANTS, args_suffix, changed_by, with_prefixes
+from provenance import FREE_ON_RESUME
+from sweep import PROFILES, args_suffix, changed_by
+from variants import LABELS as NAMES, PREFIXES, VARIANTS
 
-# the variants and the comparisons are sweep.py's table: the seed's columns in its order, then ours, each also under
-# the prefixes (llama_, bb_, nd_)
-SEED_VARIANTS = with_prefixes([name for name, _, seed in VARIANTS if seed])
-EXTRA_VARIANTS = with_prefixes([name for name, _, seed in VARIANTS if not seed])
+# (reference A, variant B): the gaps B - A that the claims are about, in the order results.md lists them, by measure.
+# A new variant's comparisons go here
+PAIRS = dict(
+    loss=[('nanogpt', 'diff'), ('sym', 'diff_sym'), ('sym', 'norm_sym'), ('nanogpt', 'sym'), ('nanogpt', 'gated'),
+          ('nanogpt', 'softmax1'), ('sym', 'sym_noself'), ('nanogpt', 'gated_headwise'), ('nanogpt', 'orthoadam'),
+          ('nanogpt', 'softmax1_orthoadam')],  # final val loss
+    lambda_full=[('diff', 'diff_sym')],  # the seed's lambda claim: the distance of lambda_full from 1
+    sink=[('nanogpt', 'softmax1'), ('nanogpt', 'gated'), ('nanogpt', 'gated_headwise'), ('nanogpt', 'orthoadam'),
+          ('nanogpt', 'softmax1_orthoadam')],  # the sink claims, in analyze.py's measures
+    # the retrieval claim, in needle_eval.py's measures (diffv2: configs/needle_diffv2.py, no variant configs)
+    needle=[('nanogpt', 'diff'), ('nanogpt', 'sym'), ('nanogpt', 'diff_sym'), ('nanogpt', 'gated'),
+            ('nanogpt', 'softmax1'), ('nanogpt', 'diffv2'), ('sym', 'diff_sym')],
+)
+
+
+def with_prefixes(items):
+    """items (variant names, or tuples of them) and then their copies under each prefix."""
+    def add(p, v):
+        return tuple(p + x for x in v) if isinstance(v, tuple) else p + v
+    return list(items) + [add(p, v) for p in PREFIXES for v in items]
+
+
+# the variants' table (variants.py): the seed's columns in its order, then ours, each also under the prefixes (llama_,
+# bb_, nd_, pc_)
+SEED_VARIANTS = with_prefixes([name for name, v in VARIANTS.items() if v['seed']])
+EXTRA_VARIANTS = with_prefixes([name for name, v in VARIANTS.items() if not v['seed']])
 # (reference A, variant B) pairs whose val-loss gap B - A the seeds' claims are about
 COMPARISONS = with_prefixes(PAIRS['loss'])
 LAMBDA_PAIRS = with_prefixes(PAIRS['lambda_full'])

@@ -26,7 +26,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 import report  # noqa: E402
 from output import pyplot, save_figure  # noqa: E402
 from report import NAMES, compare, finished, load_runs, paired_groups, provenance, run_file  # noqa: E402
-from sweep import PROFILES, VARIANTS  # noqa: E402
+from sweep import PROFILES  # noqa: E402
+from variants import SEED_VARIANTS  # noqa: E402
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository's root
 CLAIMS_MD = os.path.join(HERE, 'results', 'claims.md')
@@ -625,7 +626,7 @@ def worst_count(t, runs, kept):
     reads checked as the row's are: superseded numerics are not counted; a seed whose five runs are not one
     homogeneous group is not counted (which variant is highest would compare computations, not variants), and seeds
     of different groups are counted by group."""
-    five = [name for name, _, seed in VARIANTS if seed]
+    five = SEED_VARIANTS
     per = {x: {v: s for v in five for s in finished(runs.get((v, t.depth), dict(ok=[]))) if s['_seed'] == x}
            for x in kept}
     full = {x: p for x, p in per.items() if len(p) == len(five)}
