@@ -337,7 +337,7 @@ def test_best_pt_holds_the_lowest_val_loss_and_ckpt_pt_the_last_state(tmp_path):
     assert last_ckpt['iter_num'] == 8 and 'optimizer' in last_ckpt
     assert not torch.equal(mb.lm_head.weight, ml.lm_head.weight)
     os.rename(out / 'ckpt.pt', tmp_path / 'moved.pt')
-    with pytest.raises(FileExistsError, match='best.pt exists'):  # a scratch run must not replace it either
+    with pytest.raises(FileExistsError, match=re.escape(str(out / 'best.pt'))):  # nor may a scratch run replace it
         train.main([*TINY, f'--out_dir={out}', '--max_iters=2'])
     assert load_checkpoint(str(out / 'best.pt'))[1]['iter_num'] == best['iter']
 
@@ -346,11 +346,9 @@ def test_scratch_refuses_to_overwrite_a_checkpoint(tmp_path, run2):
     out = tmp_path / 'o'
     shutil.copytree(run2, out)
     before = (out / 'ckpt.pt').read_bytes()
-    p = train_cli(out, '--max_iters=2', check=False)
-    assert p.returncode == 1 and '--init_from=resume' in p.stderr
+    refused(train_cli(out, '--max_iters=2', check=False), out / 'ckpt.pt', '--init_from=resume')
     assert (out / 'ckpt.pt').read_bytes() == before
-    p = train_cli(tmp_path / 'none', '--init_from=resume', check=False)
-    assert p.returncode == 1 and 'no checkpoint at' in p.stderr
+    refused(train_cli(tmp_path / 'none', '--init_from=resume', check=False), tmp_path / 'none' / 'ckpt.pt')
 
 
 SIGTERM_AT_5 = '''
@@ -395,15 +393,16 @@ def test_a_resume_of_a_missing_out_dir_offers_the_run_folders_beside_it_never_it
     runs = tmp_path / 'out'
     shutil.copytree(run2, runs / 'diff_sym_6L')
     shutil.copytree(run2, runs / 'nanogpt_6L')
+    offered = lambda p: [w.rstrip('?,;.') for w in p.stderr.split() if w.startswith('--out_dir=')]  # noqa: E731
     p = cli(*TINY, f'--out_dir={runs / "diff_sym_6l"}', '--init_from=resume', '--max_iters=2')
-    assert p.returncode == 1 and 'Traceback' not in p.stderr, p.stderr
-    offered = [w.rstrip('?,') for w in p.stderr.split() if w.startswith('--out_dir=')]
-    assert offered == [f'--out_dir={runs / "diff_sym_6L"}'], p.stderr
-    assert cli(*TINY, offered[0], '--init_from=resume', '--max_iters=3', '--lr_decay_iters=3').returncode == 0
+    refused(p)
+    assert offered(p) == [f'--out_dir={runs / "diff_sym_6L"}'], p.stderr
+    assert cli(*TINY, offered(p)[0], '--init_from=resume', '--max_iters=3', '--lr_decay_iters=3').returncode == 0
     (runs / 'nanogpt_6L' / 'ckpt.pt').unlink()  # a record: summary.json and log.jsonl, no checkpoint
     p = cli(*TINY, f'--out_dir={runs / "nanogpt_6L"}', '--init_from=resume', '--max_iters=4', '--lr_decay_iters=4')
-    assert p.returncode == 1 and str(runs / 'diff_sym_6L') in p.stderr, p.stderr
-    assert str(runs / 'nanogpt_6L') not in p.stderr.split('; ', 1)[1], p.stderr
+    refused(p, runs / 'nanogpt_6L' / 'ckpt.pt')
+    listed = [w.rstrip(',;.') for w in p.stderr.split(';', 1)[1].split() if w.startswith(str(runs))]
+    assert listed == [str(runs / 'diff_sym_6L')], p.stderr  # the folder with a checkpoint, not the record itself
 
 
 def ignore_sigint():
@@ -503,7 +502,7 @@ def test_nonfinite_loss_stops_and_keeps_last_good_checkpoint(tmp_path, monkeypat
         guard(*a, **k)
         poisoned.calls = 0
     monkeypatch.setattr(train, 'check_causal', guard_then_count)
-    with pytest.raises(FloatingPointError, match='non-finite training loss at iteration 7'):
+    with pytest.raises(FloatingPointError, match=r'\biteration 7\b'):
         train.main([*TINY, f'--out_dir={out}', '--max_iters=12', '--eval_interval=4', '--init_from=resume'])
     assert (out / 'ckpt.pt').read_bytes() == good
 
@@ -522,8 +521,7 @@ def test_a_model_that_sees_later_tokens_stops_before_training(tmp_path, monkeypa
         train.main([*TINY, f'--out_dir={out}', '--max_iters=2'])
     assert not (out / 'ckpt.pt').exists() and not (out / 'log.jsonl').exists()
     monkeypatch.undo()
-    p = train_cli(tmp_path / 'nc', '--max_iters=2', '--causal=False')
-    assert 'not a causal language model' in p.stdout
+    train_cli(tmp_path / 'nc', '--max_iters=2', '--causal=False')  # no check where the model is not causal
 
 
 def test_eval_only_evaluates_a_checkpoint_off_the_schedule_and_writes_nothing(tmp_path):
@@ -531,9 +529,9 @@ def test_eval_only_evaluates_a_checkpoint_off_the_schedule_and_writes_nothing(tm
     assert main_stopped_at(out, 3, '--max_iters=10', '--eval_interval=2') == 130  # a checkpoint at iteration 3
     before = {f: (out / f).read_bytes() for f in ('ckpt.pt', 'log.jsonl', 'best.pt')}
     p = train_cli(out, '--max_iters=10', '--eval_interval=2', '--init_from=resume', '--eval_only=True')
-    assert 'step 3: train loss' in p.stdout
+    assert 'step 3:' in p.stdout, p.stdout  # the eval line, of the checkpoint's iteration
     p = train_cli(out, '--init_from=resume', '--eval_only=True')  # the run's schedule need not be repeated
-    assert 'step 3: train loss' in p.stdout
+    assert 'step 3:' in p.stdout, p.stdout
     assert {f: (out / f).read_bytes() for f in before} == before and not (out / 'summary.json').exists()
 
 
@@ -544,8 +542,7 @@ def test_resuming_a_finished_run_trains_and_rewrites_nothing(tmp_path, run2):
     shutil.copytree(run2, out)
     files = ('summary.json', 'ckpt.pt', 'best.pt', 'log.jsonl')
     before = {f: (out / f).read_bytes() for f in files}
-    p = train_cli(out, '--max_iters=2', '--eval_interval=2', '--init_from=resume', '--batch_size=4')
-    assert 'finished at iteration 2' in p.stdout and 'nothing rewritten' in p.stdout
+    train_cli(out, '--max_iters=2', '--eval_interval=2', '--init_from=resume', '--batch_size=4')
     assert {f: (out / f).read_bytes() for f in files} == before
     p = train_cli(out, '--max_iters=3', '--eval_interval=2', '--init_from=resume')  # extended: it trains on
     assert json.load(open(out / 'summary.json'))['iter'] == 3
@@ -568,8 +565,8 @@ def test_a_stopped_and_resumed_run_reports_the_whole_run_s_time_and_tokens(tmp_p
 def test_resume_past_max_iters_is_an_error(tmp_path):
     out = tmp_path / 'o'
     train_cli(out, '--max_iters=4', '--eval_interval=2')
-    p = train_cli(out, '--max_iters=2', '--eval_interval=2', '--init_from=resume', check=False)
-    assert p.returncode == 1 and 'is at iteration 4, past max_iters=2' in p.stderr
+    refused(train_cli(out, '--max_iters=2', '--eval_interval=2', '--init_from=resume', check=False), 'iteration 4',
+            'max_iters=2')
 
 
 DDP_KILLED_AT_8 = '''
@@ -620,7 +617,7 @@ def test_ddp_two_processes_equal_one_with_double_accumulation(tmp_path, monkeypa
 def test_ddp_rejects_indivisible_accumulation():
     env = dict(os.environ, RANK='0', LOCAL_RANK='0', WORLD_SIZE='2', MASTER_ADDR='127.0.0.1', MASTER_PORT='29599')
     # fails before any process group is joined, so a single process can check the message
-    with pytest.raises(ValueError, match='must be divisible by the number of processes.*--gradient_accumulation_steps=4'):
+    with pytest.raises(ValueError, match=r'gradient_accumulation_steps=3\b.*--gradient_accumulation_steps=4'):
         old = dict(os.environ)
         os.environ.update(env)
         try:
@@ -701,12 +698,10 @@ def test_ddp_ranks_train_in_rank0s_dtype_and_stop_at_the_same_step(tmp_path):
 def test_cuda_graph_refuses_what_a_replay_cannot_do_and_auto_runs_eagerly_there(tmp_path):
     """cuda_graph=True is refused with the reason where a replay cannot run; None (auto, the default) runs eagerly
     there and says why on a GPU; on a CPU it is off and summary.json says so."""
-    with pytest.raises(ValueError, match=r"cuda_graph=True cannot run here: not a CUDA device \(this run is on cpu\); "
-                                         r"drop --cuda_graph"):
+    with pytest.raises(ValueError, match=r"cuda_graph=True\b.*\bcpu\b.*--cuda_graph"):
         train.main([*TINY, f'--out_dir={tmp_path / "o"}', '--cuda_graph=True'])
     assert not (tmp_path / 'o').exists()
-    with pytest.raises(ValueError, match=r"compile_mode='fast' must be one of"):
-        config.parse_config(['--compile_mode=fast'])
+    assert all(f"'{m}'" in config_error(['--compile_mode=fast']) for m in config.CHOICES['compile_mode'])
     gpu = dict(ddp=False, rank=0, local_rank=0, world=1, device='cuda', device_type='cuda', dtype='bfloat16',
                autocast=contextlib.nullcontext(), compile=False, accum=1)
     cfg = config.parse_config([])
@@ -737,13 +732,11 @@ def test_evaluation_in_groups_gives_the_loss_of_one_batch_at_a_time(data, over, 
     over a sequence's positions)."""
     if data == 'needle':
         data = str(request.getfixturevalue('small_needle'))  # conftest.py: records of 33 tokens
-    else:
-        dataset.ensure_data(data)
+    elif data == 'bigram_backcopy':
+        data = str(request.getfixturevalue('small_bigram_backcopy')(32))  # likewise
     args = ['--n_layer=2', '--n_head=2', '--n_embd=32', '--block_size=32', '--batch_size=4', '--device=cpu',
             '--dtype=float32', '--compile=False', f'--dataset={data}', '--eval_iters=7', '--seed=3']
     args += [f'--{k}={v}' for k, v in over.items()]
-    if data == 'bigram_backcopy':
-        args = [a for a in args if not a.startswith('--block_size')] + ['--block_size=128']  # its records' length
     cfg = config.parse_config(args)
     env = processes.setup_processes(cfg)
     splits, _, n_tokens = train.setup_data(cfg, 'cpu')
@@ -774,8 +767,7 @@ def test_eval_group_auto_is_one_on_a_cpu_and_fills_a_gpu_within_its_bounds():
     assert dataset.eval_group(cfg, env('cuda'), 65) == 8  # the seed's 3-layer model: 8 x 8192 tokens
     assert dataset.eval_group(dict(cfg, batch_size=12, block_size=1024), env('cuda'), 50304) == 1  # GPT-2 124M
     assert dataset.eval_group(dict(cfg, eval_group=5), env('cpu'), 65) == 5  # set: as set
-    with pytest.raises(ValueError, match='eval_group=-1 must be >= 0'):
-        config.parse_config(['--eval_group=-1'])
+    assert 'eval_group=-1' in config_error(['--eval_group=-1'])
 
 
 def test_training_step_never_waits_for_the_device(tmp_path, monkeypatch):
@@ -828,27 +820,28 @@ SEEDS_RUN = [*TINY, '--max_iters=6', '--lr_decay_iters=6', '--eval_interval=3', 
 # --- checkpoints, wandb, sampling
 
 def test_bad_checkpoints_give_clear_errors(tmp_path, run2):
-    with pytest.raises(FileNotFoundError, match='no checkpoint at'):
-        load_checkpoint(str(tmp_path / 'missing.pt'))
+    """A missing, a truncated and a foreign file: each error is one line naming the file."""
     out = run2
     data = (out / 'ckpt.pt').read_bytes()
     (tmp_path / 'trunc.pt').write_bytes(data[:len(data) // 2])
-    with pytest.raises(ValueError, match='not a readable checkpoint'):
-        load_checkpoint(str(tmp_path / 'trunc.pt'))
     torch.save({'model': {}, 'model_args': {}}, tmp_path / 'foreign.pt')
-    with pytest.raises(ValueError, match="not a checkpoint written by this repository"):
-        load_checkpoint(str(tmp_path / 'foreign.pt'))
+    for name, error in (('missing.pt', FileNotFoundError), ('trunc.pt', ValueError), ('foreign.pt', ValueError)):
+        with pytest.raises(error) as e:
+            load_checkpoint(str(tmp_path / name))
+        one_line(str(e.value), tmp_path / name)
     model, ckpt = load_checkpoint(str(out / 'ckpt.pt'))
     assert ckpt['iter_num'] == 2 and model.config.n_embd == 64
 
 
 def test_wandb_offline_gets_per_layer_lambdas(tmp_path, monkeypatch):
+    """A real run with wandb, in a process of its own, offline by wandb's own environment variable and without an API
+    key: its .wandb file (protobuf records) names every per-layer lambda key. Then the values, through a stand-in."""
     pytest.importorskip('wandb')
-    # a real offline run: its .wandb file (protobuf records) names every per-layer lambda key
     out = tmp_path / 'o'
-    env = dict(os.environ, WANDB_SILENT='true', WANDB_DIR=str(tmp_path))
-    run_train(out, '--max_iters=4', '--eval_interval=2', '--attn=diff', '--wandb_log=True',
-              '--wandb_mode=offline', '--wandb_run_name=t', env=env)
+    env = {k: v for k, v in os.environ.items() if not k.startswith('WANDB_')}
+    env.update(WANDB_MODE='offline', WANDB_SILENT='true', WANDB_DIR=str(tmp_path), HOME=str(tmp_path))
+    run_train(out, '--max_iters=4', '--eval_interval=2', '--attn=diff', '--wandb_log=True', '--wandb_run_name=t',
+              env=env)
     files = list((out / 'wandb').glob('offline-run-*/run-*.wandb'))
     assert len(files) == 1
     data = files[0].read_bytes()
@@ -880,92 +873,21 @@ def test_wandb_offline_gets_per_layer_lambdas(tmp_path, monkeypatch):
         assert w['iter'] == r['iter'] and w['lambda/L2/full'] == r['lambda/L2/full']
 
 
-def test_sample_py_generates_text(run2):
-    p = script('sample.py', f'--out_dir={run2}', '--start=ROMEO:', '--num_samples=2', '--max_new_tokens=20',
-               '--seed=1')
-    assert p.returncode == 0, p.stderr
-    assert 'number of parameters' in p.stderr  # a note, not in the samples: stdout is only the text
-    samples = p.stdout.split('\n---------------\n')
-    assert samples[-1] == '' and len(samples) == 3
-    for s in samples[:2]:  # the prompt, then 20 new characters
-        assert s.startswith('ROMEO:') and len(s) == len('ROMEO:') + 20
-    assert samples[0] != samples[1]
-
-
-
 @pytest.mark.parametrize('device', ['gpu', 'CPU', 'xpu', 'cuda:one'])
 def test_a_device_that_is_not_one_is_refused_naming_the_choices(device):
-    with pytest.raises(ValueError, match=r"is not a device: use 'auto' .*'cpu', 'cuda', 'cuda:1' .*or 'mps'"):
+    with pytest.raises(ValueError, match=r"'auto'.*'cpu'.*'cuda'.*'cuda:1'.*'mps'"):
         hardware.resolve_device(device)
-    with pytest.raises(ValueError, match="is not a device"):
+    with pytest.raises(ValueError, match=re.escape(f"'{device}'")):
         processes.setup_processes(config.parse_config([f'--device={device}']))  # before any data or model
-
-
-def test_sample_py_names_a_bad_device_not_the_checkpoint(run2):
-    p = script('sample.py', f'--out_dir={run2}', '--device=gpu')
-    assert p.returncode == 1 and "device='gpu' is not a device" in p.stderr, p.stderr
-    assert 'checkpoint' not in p.stderr and 'Traceback' not in p.stderr
-
-
-def test_sample_py_refuses_a_noncausal_model_and_decodes_without_the_dataset(tmp_path):
-    out = tmp_path / 'o'
-    train_cli(out, '--max_iters=2', '--eval_interval=2', '--causal=False')
-    cmd = ['sample.py', f'--out_dir={out}', '--num_samples=1', '--max_new_tokens=5']
-    p = script(*cmd)
-    assert p.returncode == 1 and 'causal=False model' in p.stderr and 'Traceback' not in p.stderr, p.stderr
-    p = script(*cmd, '--allow_noncausal')
-    assert p.returncode == 0, p.stderr
-    # a checkpoint copied to a machine without data/<dataset>/meta.json: it carries its own tokenizer
-    ckpt = torch.load(out / 'ckpt.pt', weights_only=True)
-    assert ckpt['tokenizer']['tokenizer'] == 'char' and len(ckpt['tokenizer']['itos']) == 65
-    ckpt['config']['dataset'] = 'not_on_this_machine'
-    torch.save(ckpt, out / 'ckpt.pt')
-    p = script(*cmd, '--allow_noncausal', '--start=ROMEO:')
-    assert p.returncode == 0 and 'ROMEO:' in p.stdout, p.stderr
-    del ckpt['tokenizer']  # an older checkpoint of a 65-symbol model, and no meta.json: no GPT-2 BPE guess
-    torch.save(ckpt, out / 'ckpt.pt')
-    p = script(*cmd, '--allow_noncausal')
-    assert p.returncode == 1 and 'cannot decode' in p.stderr and 'Traceback' not in p.stderr, p.stderr
-
-
-def test_sample_py_decodes_byte_tokens_and_refuses_bad_arguments_in_one_line(run2):
-    """data/fineweb/prepare.py --tokenizer=byte is a documented dataset; sample.py said it could not decode it. A
-    missing prompt file, an empty prompt and temperature 0 ended in tracebacks."""
-    import sample
-    encode, decode, _ = sample.tokenizer(dict(tokenizer=dict(tokenizer='byte'), model_args=dict(vocab_size=320),
-                                              config=dict(dataset='/tmp/webdata')))
-    assert encode('héllo') == list('héllo'.encode()) and decode(encode('héllo')) == 'héllo'
-    assert decode([104, 105, 256, 300]) == 'hi<|endoftext|>\ufffd'
-    for arg, said in (('--start=FILE:/no/such/prompt', 'cannot read the prompt'), ('--start=', 'prompt is empty'),
-                      ('--temperature=0', '--temperature must be > 0')):
-        p = script('sample.py', f'--out_dir={run2}', arg, '--max_new_tokens=2')
-        assert p.returncode != 0 and said in p.stderr and 'Traceback' not in p.stderr, (arg, p.stderr)
-
-
-def test_sample_py_without_a_run_names_the_runs_there_are(tmp_path, run2):
-    shutil.copytree(run2, tmp_path / 'out' / 'diff_3L')
-    p = script('sample.py', cwd=tmp_path)
-    assert p.returncode == 1 and 'out/diff_3L' in p.stderr and '--out_dir' in p.stderr, p.stderr
 
 
 # --- what a new user trips over
 
-def test_wandb_follows_its_own_environment_variables(tmp_path):
-    pytest.importorskip('wandb')
-    env = {k: v for k, v in os.environ.items() if not k.startswith('WANDB_')}
-    env.update(WANDB_MODE='offline', WANDB_SILENT='true', WANDB_DIR=str(tmp_path), HOME=str(tmp_path))  # no API key
-    out = tmp_path / 'o'
-    run_train(out, '--max_iters=2', '--eval_interval=2', '--wandb_log=True', env=env)
-    assert len(list((out / 'wandb').glob('offline-run-*'))) == 1
-
-
-@pytest.mark.parametrize('arg,message', [('--max_iters=-5', 'max_iters=-5 must be >= 0'),
-                                         ('--batch_size=0', 'batch_size=0 must be >= 1'),
-                                         ('--beta2=1.5', 'beta2=1.5 must be below 1'),
-                                         ('--n_embd=30', 'n_embd=30 must be divisible by n_head')])
-def test_out_of_range_values_are_config_errors(arg, message):
-    with pytest.raises(ValueError, match=message):
-        config.parse_config([arg])
+@pytest.mark.parametrize('arg,named', [('--max_iters=-5', ['max_iters=-5']), ('--batch_size=0', ['batch_size=0']),
+                                       ('--beta2=1.5', ['beta2=1.5']), ('--n_embd=30', ['n_embd=30', 'n_head'])])
+def test_out_of_range_values_are_config_errors(arg, named):
+    msg = config_error([arg])
+    assert all(n in msg for n in named), msg
 
 
 def test_cli_errors_help_and_warnings_need_no_traceback(tmp_path, monkeypatch):
@@ -979,12 +901,11 @@ def test_cli_errors_help_and_warnings_need_no_traceback(tmp_path, monkeypatch):
     assert p.returncode == 0 and 'learning_rate=0.0003' in p.stdout and "docs/config.md" in p.stdout
     assert len(p.stdout.splitlines()) <= 25  # one screen
     out = tmp_path / 'new'
-    for arg, message in (('--device=cuda', 'CPU build'), ('--dataset=no_such_data', "dataset 'no_such_data'")):
-        p = train_cli(out, '--max_iters=2', arg, check=False)
-        assert p.returncode == 1 and message in p.stderr and 'Traceback' not in p.stderr, p.stderr
+    for arg, named in (('--device=cuda', "'cuda'"), ('--dataset=no_such_data', "'no_such_data'")):
+        refused(train_cli(out, '--max_iters=2', arg, check=False), named)
         assert not out.exists()  # a failed start leaves no empty out_dir behind
     p = train_cli(out, '--max_iters=3', '--lr_decay_iters=200', '--eval_interval=3')
-    assert 'warning: lr_decay_iters=200 is past max_iters=3' in p.stdout
+    assert any('lr_decay_iters=200' in line and 'max_iters=3' in line for line in p.stdout.splitlines()), p.stdout
 
 
 def test_resume_continues_the_run_with_its_own_settings_and_changes_only_the_keys_named(tmp_path):
@@ -995,7 +916,7 @@ def test_resume_continues_the_run_with_its_own_settings_and_changes_only_the_key
     train_cli(out, '--max_iters=4', '--lr_decay_iters=30', '--eval_interval=2', '--learning_rate=0.003')
     # nothing but the folder and a longer schedule: the run's batch_size 8, eval_interval 2, learning_rate 0.003 go on
     p = cli(f'--out_dir={out}', '--init_from=resume', '--max_iters=6', check=True)
-    assert 'max_iters changes from 4 to 6' in p.stdout, p.stdout
+    assert re.search(r'\bmax_iters\b\D+4\D+6\b', p.stdout), p.stdout  # the key that changes, from, to
     s = json.load(open(out / 'summary.json'))
     assert s['iter'] == 6 and s['config']['batch_size'] == 8 and s['config']['learning_rate'] == 0.003
     assert s['config']['eval_interval'] == 2 and s['config']['lr_decay_iters'] == 30
@@ -1005,15 +926,14 @@ def test_resume_continues_the_run_with_its_own_settings_and_changes_only_the_key
     cfg.write_text("batch_size = 32\nlr_decay_iters = 200\n")
     shape = ['--n_layer=2', '--n_head=4', '--n_embd=64', '--block_size=32']  # a config file pins the model keys
     p = cli(cfg, *shape, f'--out_dir={out}', '--max_iters=8', '--lr_decay_iters=60', '--init_from=resume', check=True)
-    line = [x for x in p.stdout.splitlines() if x.endswith('(a key given on the command line changes the run)')]
-    assert len(line) == 1 and "gives batch_size=32; the run's own batch_size=8 kept" in line[0], p.stdout
-    assert 'lr_decay_iters changes from 30 to 60' in p.stdout and 'lr_decay_iters=200' not in p.stdout
+    line = [x for x in p.stdout.splitlines() if 'batch_size=32' in x]  # the file's key, named in one line
+    assert len(line) == 1 and 'batch_size=8' in line[0] and str(cfg) in line[0], p.stdout
     s = json.load(open(out / 'summary.json'))
     assert s['iter'] == 8 and s['config']['batch_size'] == 8 and s['config']['lr_decay_iters'] == 60
     # a model key asked for is refused, not ignored with a warning (the run went on under the checkpoint's dropout)
-    p = train_cli(out, '--max_iters=10', '--init_from=resume', '--dropout=0.1', check=False)
-    assert p.returncode == 1 and "model has dropout=0.0; this command gives dropout=0.1" in p.stderr, p.stderr
-    assert 'drop --dropout' in p.stderr and load_checkpoint(str(out / 'ckpt.pt'))[1]['iter_num'] == 8
+    refused(train_cli(out, '--max_iters=10', '--init_from=resume', '--dropout=0.1', check=False), 'dropout=0.0',
+            'dropout=0.1', '--dropout')
+    assert load_checkpoint(str(out / 'ckpt.pt'))[1]['iter_num'] == 8
 
 
 def test_a_resume_from_the_folder_alone_keeps_the_runs_bos_and_dataset(tmp_path):
@@ -1024,8 +944,7 @@ def test_a_resume_from_the_folder_alone_keeps_the_runs_bos_and_dataset(tmp_path)
     cli(f'--out_dir={out}', '--init_from=resume', '--max_iters=4', check=True)
     s = json.load(open(out / 'summary.json'))
     assert s['iter'] == 4 and s['config']['bos'] is True and s['config']['dataset'] == 'shakespeare_char'
-    p = cli(f'--out_dir={out}', '--init_from=resume', '--max_iters=6', '--bos=False')  # asked for: refused
-    assert p.returncode == 1 and 'bos cannot change on resume' in p.stderr, p.stderr
+    refused(cli(f'--out_dir={out}', '--init_from=resume', '--max_iters=6', '--bos=False'), 'bos')  # asked: refused
 
 
 def test_resuming_a_finished_run_with_another_models_config_names_the_mismatch(run2, tmp_path):
@@ -1033,8 +952,8 @@ def test_resuming_a_finished_run_with_another_models_config_names_the_mismatch(r
     checked first now, so the mismatch is named."""
     out = tmp_path / 'o'
     shutil.copytree(run2, out)
-    p = cli('configs/diff_3L.py', *TINY, f'--out_dir={out}', '--max_iters=2', '--init_from=resume')
-    assert p.returncode == 1 and "attn='diff'" in p.stderr and 'nothing to train' not in p.stdout + p.stderr
+    refused(cli('configs/diff_3L.py', *TINY, f'--out_dir={out}', '--max_iters=2', '--init_from=resume'),
+            "attn='diff'")
 
 
 def test_resume_refuses_a_changed_bos_and_eval_only_needs_a_checkpoint(tmp_path):
@@ -1043,15 +962,14 @@ def test_resume_refuses_a_changed_bos_and_eval_only_needs_a_checkpoint(tmp_path)
     a checkpoint it evaluates whatever the schedule given, even one that ends before the checkpoint."""
     out = tmp_path / 'o'
     train_cli(out, '--max_iters=4', '--eval_interval=2')
-    p = train_cli(out, '--max_iters=6', '--eval_interval=2', '--init_from=resume', '--bos=True', check=False)
-    assert p.returncode == 1 and 'bos cannot change on resume' in p.stderr and '--bos=False' in p.stderr, p.stderr
+    refused(train_cli(out, '--max_iters=6', '--eval_interval=2', '--init_from=resume', '--bos=True', check=False),
+            'bos', '--bos=False')
     assert load_checkpoint(str(out / 'ckpt.pt'))[1]['iter_num'] == 4
-    p = train_cli(out, '--init_from=resume', '--eval_only=True', '--bos=True', check=False)
-    assert p.returncode == 1 and 'bos cannot change on resume' in p.stderr, p.stderr
-    p = train_cli(tmp_path / 'new', '--eval_only=True', check=False)
-    assert p.returncode == 1 and 'add --init_from=resume' in p.stderr and not (tmp_path / 'new').exists(), p.stderr
+    refused(train_cli(out, '--init_from=resume', '--eval_only=True', '--bos=True', check=False), 'bos', '--bos=False')
+    refused(train_cli(tmp_path / 'new', '--eval_only=True', check=False), 'eval_only', '--init_from=resume')
+    assert not (tmp_path / 'new').exists()
     p = train_cli(out, '--max_iters=2', '--init_from=resume', '--eval_only=True')
-    assert 'step 4: train loss' in p.stdout, p.stdout
+    assert 'step 4:' in p.stdout, p.stdout
     # with nothing but the folder, eval_only evaluates as the run did (its batch_size 8 and eval_iters 2, not the
     # defaults 12 and 200): the losses it logged at step 4
     p = cli(f'--out_dir={out}', '--init_from=resume', '--eval_only=True', '--device=cpu', '--dtype=float32')
@@ -1059,8 +977,7 @@ def test_resume_refuses_a_changed_bos_and_eval_only_needs_a_checkpoint(tmp_path)
     last = [e for e in read_log(out) if e.get('kind') == 'eval'][-1]
     assert last['iter'] == 4 and (f"step 4: train loss {last['train_loss']:.4f}, val loss {last['val_loss']:.4f}"
                                   in p.stdout), p.stdout
-    p = train_cli(tmp_path / 'r', '--pos=rope', '--rope_theta=-1', check=False)
-    assert p.returncode == 1 and 'rope_theta=-1' in p.stderr and 'must be positive' in p.stderr, p.stderr
+    refused(train_cli(tmp_path / 'r', '--pos=rope', '--rope_theta=-1', check=False), 'rope_theta=-1')
 
 
 def test_resume_strict_refuses_even_a_change_given_on_the_command_line(tmp_path):
@@ -1071,8 +988,7 @@ def test_resume_strict_refuses_even_a_change_given_on_the_command_line(tmp_path)
     train_cli(out, '--max_iters=4', '--lr_decay_iters=8', '--eval_interval=2')
     p = train_cli(out, '--max_iters=8', '--lr_decay_iters=8', '--eval_interval=2', '--learning_rate=0.03',
                   '--seed=7', '--init_from=resume', '--resume_strict=True', check=False)
-    assert p.returncode == 1 and 'resume_strict=True' in p.stderr, p.stderr
-    assert 'seed=1337' in p.stderr and 'seed=7' in p.stderr and 'learning_rate=0.03' in p.stderr
+    refused(p, 'resume_strict=True', 'seed=1337', 'seed=7', 'learning_rate=0.03')
     assert load_checkpoint(str(out / 'ckpt.pt'))[1]['iter_num'] == 4  # nothing trained
     ckpt = torch.load(out / 'ckpt.pt', weights_only=True)  # as if a run of 8 steps had stopped at step 4
     ckpt['config']['max_iters'] = 8
@@ -1096,43 +1012,22 @@ def _copy_prepare(tmp_path, name):
 def test_char_prepare_split_and_errors(tmp_path, monkeypatch):
     d = _copy_prepare(tmp_path, 'shakespeare_char')
     src = os.path.join(ROOT, 'data', 'shakespeare_char', 'input.txt')
-    p = subprocess.run([sys.executable, str(d / 'prepare.py'), '--input', src], capture_output=True, text=True)
+    p = script(d / 'prepare.py', '--input', src)
     assert p.returncode == 0, p.stderr
     import numpy as np
     tr, va = np.fromfile(d / 'train.bin', dtype=np.uint16), np.fromfile(d / 'val.bin', dtype=np.uint16)
     assert (len(tr), len(va)) == (1003854, 111540)
     meta = json.load(open(d / 'meta.json'))
     assert meta['vocab_size'] == 65 and ''.join(meta['itos'][i] for i in tr[:5]) == open(src).read()[:5]
-    p = subprocess.run([sys.executable, str(d / 'prepare.py'), '--input', str(tmp_path / 'nope.txt')],
-                       capture_output=True, text=True)
-    assert p.returncode != 0 and 'no such file' in p.stderr
-    # a failed download says so and shows how to pass a local file
+    p = script(d / 'prepare.py', '--input', tmp_path / 'nope.txt')
+    assert p.returncode != 0 and str(tmp_path / 'nope.txt') in p.stderr, p.stderr
+    # a failed download says how to pass a local file
     (d / 'input.txt').unlink()
     mod = runpy.run_path(str(d / 'prepare.py'), run_name='not_main')
     mod['fetch_text'].__globals__['URL'] = 'http://127.0.0.1:9/input.txt'
-    with pytest.raises(SystemExit, match='(?s)could not download.*--input'):
+    with pytest.raises(SystemExit, match='--input'):
         mod['fetch_text'](None)
     assert not (d / 'input.txt').exists()
-
-
-def test_bpe_prepare_fails_cleanly_without_tiktoken_encoding(tmp_path, monkeypatch):
-    """Offline with an empty tiktoken cache: the message names the file the cache lacks, and nothing is written."""
-    pytest.importorskip('tiktoken')
-    import tiktoken.load
-    import tiktoken.registry
-    d = _copy_prepare(tmp_path, 'shakespeare')
-
-    def offline(url):
-        raise ConnectionError('no network')
-    monkeypatch.setattr(tiktoken.load, 'read_file', offline)
-    monkeypatch.setattr(tiktoken.registry, 'ENCODINGS', {})  # none loaded in this process yet
-    monkeypatch.setenv('TIKTOKEN_CACHE_DIR', str(tmp_path / 'empty_cache'))
-    monkeypatch.setattr(sys, 'argv', ['prepare.py', '--input', os.path.join(ROOT, 'data', 'shakespeare_char',
-                                                                           'input.txt')])
-    with pytest.raises(SystemExit, match='(?s)lacks the gpt2 encoding.*vocab.bpe.*TIKTOKEN_CACHE_DIR.*Nothing was '
-                                         'written'):
-        runpy.run_path(str(d / 'prepare.py'), run_name='__main__')
-    assert sorted(os.listdir(d)) == ['prepare.py']
 
 
 # --- bos: a fixed beginning-of-sequence token at position 0 (commit fae9fc6, 2026-11-24: the first sink setting)
@@ -1159,11 +1054,10 @@ def test_bos_run_has_one_more_token_and_samples_with_it(tmp_path, small_needle):
     assert p.returncode == 0, p.stderr
     text = p.stdout.split('\n---------------\n')[0]
     assert text.startswith('ROMEO:') and len(text) == len('ROMEO:') + 40  # bos is neither printed nor sampled
-    p = train_cli(tmp_path / 'n', '--max_iters=2', '--bos=True', f'--dataset={small_needle}', '--block_size=32',
-                  check=False)
-    assert p.returncode == 1 and 'bos=True needs a token stream' in p.stderr, p.stderr
-    p = train_cli(tmp_path / 'v', '--max_iters=2', '--bos=True', '--vocab_size=65', check=False)
-    assert p.returncode == 1 and 'vocab_size=65 must be at least 66' in p.stderr, p.stderr
+    refused(train_cli(tmp_path / 'n', '--max_iters=2', '--bos=True', f'--dataset={small_needle}', '--block_size=32',
+                      check=False), 'bos=True', str(small_needle))
+    refused(train_cli(tmp_path / 'v', '--max_iters=2', '--bos=True', '--vocab_size=65', check=False),
+            'vocab_size=65', '66')
 
 
 # --- window_order='sequential': a reproduction of an unshuffled stride-1 loader (commit 73fc5a5, 2026-11-24)
@@ -1222,11 +1116,10 @@ def test_sequential_run_trains_and_refuses_records(tmp_path, small_needle):
     out = tmp_path / 'o'
     train_cli(out, '--max_iters=3', '--eval_interval=3', '--window_order=sequential')
     assert json.load(open(out / 'summary.json'))['config']['window_order'] == 'sequential'
-    p = train_cli(tmp_path / 'n', '--max_iters=2', '--window_order=sequential', f'--dataset={small_needle}',
-                  check=False)
-    assert p.returncode == 1 and "window_order='sequential' walks the windows of a token stream" in p.stderr
-    p = train_cli(tmp_path / 'x', '--max_iters=2', '--window_order=shuffled', check=False)
-    assert p.returncode == 1 and "window_order='shuffled' must be one of" in p.stderr, p.stderr
+    refused(train_cli(tmp_path / 'n', '--max_iters=2', '--window_order=sequential', f'--dataset={small_needle}',
+                      check=False), "window_order='sequential'", str(small_needle))
+    refused(train_cli(tmp_path / 'x', '--max_iters=2', '--window_order=shuffled', check=False),
+            "window_order='shuffled'", '--window_order=random')
 
 
 def test_generate_keeps_bos_at_position_0_when_it_crops():
