@@ -22,11 +22,13 @@ import dataset  # noqa: E402
 import rundir  # noqa: E402
 import train  # noqa: E402
 from checkpoint import load_checkpoint  # noqa: E402
-from test_train import TIMING, TINY, TORCHRUN, read_log, refused, stub, train_cli, wait_for_training  # noqa: E402
+from test_train import (TIMING, TINY, finished, forked, forked_ranks, read_log, refused, stub,  # noqa: E402
+                        train_cli, wait_for_training)
 
 pytestmark = pytest.mark.usefixtures('one_thread', 'peak_once')  # conftest.py
 
 ENV1 = dict(os.environ, OMP_NUM_THREADS='1')
+TORCHRUN = [sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2']
 
 
 @pytest.fixture(scope='module', autouse=True)
@@ -70,15 +72,15 @@ train.Run.train_step = poisoned_step
 '''
 
 
-def test_nan_on_another_rank_stops_every_rank_before_the_save(tmp_path):
+def test_nan_on_another_rank_stops_every_rank_before_the_save(tmp_path, capfd):
     """Rank 1's loss is NaN in the step from iteration 2 to 3; the eval at 3 comes before any log step. Every rank
     stops there naming iteration 3, as the log would, and no checkpoint is written with the NaN weights that the
     all-reduce spread."""
     out = tmp_path / 'o'
-    p = subprocess.run([*TORCHRUN, stub(tmp_path, POISON_RANK1_AT_2), *TINY, f'--out_dir={out}', '--max_iters=6',
-                        '--eval_interval=3', '--log_interval=100', '--gradient_accumulation_steps=2'],
-                       cwd=ROOT, capture_output=True, text=True, env=ENV1, timeout=300)
-    assert p.returncode != 0 and p.stderr.count('iteration 3') == 1, p.stdout + p.stderr  # named once, by rank 0
+    codes = forked_ranks(POISON_RANK1_AT_2, [*TINY, f'--out_dir={out}', '--max_iters=6', '--eval_interval=3',
+                                             '--log_interval=100', '--gradient_accumulation_steps=2'])
+    err = capfd.readouterr().err
+    assert codes == [1, 1] and err.count('iteration 3') == 1, err  # every rank leaves; named once, by rank 0
     assert not (out / 'ckpt.pt').exists() and not (out / 'best.pt').exists()
     assert no_nan_in_log(out)
 
@@ -133,17 +135,16 @@ train.main = recording_main
 '''
 
 
-def test_an_error_found_by_rank_0_ends_every_rank_with_one_message(tmp_path):
+def test_an_error_found_by_rank_0_ends_every_rank_with_one_message(tmp_path, capfd):
     """A scratch run into a folder with a checkpoint: rank 0 finds it before any collective; every rank must leave
     with that error (not wait in a collective for rank 0, or die there with a gloo error), printed once."""
     out = tmp_path / 'o'
     train_cli(out, '--max_iters=2', '--eval_interval=2')
-    env = dict(ENV1, ERRORS_DIR=str(tmp_path))
-    p = subprocess.run([*TORCHRUN, stub(tmp_path, RECORD_ERRORS), *TINY, f'--out_dir={out}', '--max_iters=2',
-                        '--gradient_accumulation_steps=2'],
-                       cwd=ROOT, capture_output=True, text=True, env=env, timeout=300)
-    text = p.stdout + p.stderr
-    assert p.returncode != 0 and text.count('--init_from=resume') == 1, text  # its fix, printed once
+    capfd.readouterr()
+    codes = forked_ranks(RECORD_ERRORS, [*TINY, f'--out_dir={out}', '--max_iters=2', '--gradient_accumulation_steps=2'],
+                         env=dict(ERRORS_DIR=str(tmp_path)))
+    text = ''.join(capfd.readouterr())
+    assert codes == [1, 1] and text.count('--init_from=resume') == 1, text  # its fix, printed once
     for rank in (0, 1):  # each with rank 0's error, not one of its own in a collective
         assert (tmp_path / f'rank{rank}').read_text().startswith('FileExistsError: '), text
 
@@ -204,9 +205,7 @@ def test_a_hard_kill_loses_at_most_ckpt_interval_steps_and_the_resume_is_exact(t
     redone)."""
     run = ['--max_iters=10', '--lr_decay_iters=10', '--eval_interval=100', f'--ckpt_interval={interval}', *extra]
     straight, killed = tmp_path / 'straight', tmp_path / 'killed'
-    p = subprocess.run([sys.executable, stub(tmp_path, KILL_AT_8), *TINY, f'--out_dir={killed}', *run],
-                       cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert p.returncode == -signal.SIGKILL, p.stdout + p.stderr
+    assert finished(forked(KILL_AT_8, [*TINY, f'--out_dir={killed}', *run])) == [-signal.SIGKILL]
     assert max(r['iter'] for r in read_log(killed)) == 8  # logged past the checkpoint
     assert load_checkpoint(str(killed / 'ckpt.pt'))[1]['iter_num'] == saved_at
     train_cli(straight, *run)  # what the killed and resumed run must log
@@ -221,17 +220,14 @@ def test_a_hard_kill_loses_at_most_ckpt_interval_steps_and_the_resume_is_exact(t
 
 def test_a_second_run_into_a_busy_out_dir_is_refused_naming_the_holder(tmp_path):
     out = tmp_path / 'o'
-    first = subprocess.Popen([sys.executable, os.path.join(ROOT, 'train.py'), *TINY, f'--out_dir={out}',
-                              '--max_iters=1000000', '--eval_interval=1000000'],
-                             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    first = forked('', [*TINY, f'--out_dir={out}', '--max_iters=1000000', '--eval_interval=1000000'])
     try:
         wait_for_training(out)
         p = train_cli(out, '--max_iters=2', '--seed=2', check=False)  # here: the lock is the other process's
         refused(p, f'pid {first.pid}', code=75)
     finally:
-        first.send_signal(signal.SIGTERM)
-        first.communicate(timeout=120)
-    assert first.returncode == 130
+        first.terminate()  # SIGTERM
+    assert finished(first) == [130]
     assert not (out / '.lock').exists()  # released at the end
     assert load_checkpoint(str(out / 'ckpt.pt'))[1]['config']['seed'] == 1337  # the first run's, untouched
 
@@ -328,10 +324,9 @@ def test_training_a_finished_run_further_keeps_its_summary_aside_until_it_ends(t
     run = ['--max_iters=4', '--lr_decay_iters=10', '--eval_interval=100']
     train_cli(out, *run)
     before = json.load(open(out / 'summary.json'))
-    p = subprocess.run([sys.executable, stub(tmp_path, KILL_AT_8), *TINY, f'--out_dir={out}', *run,
-                        '--max_iters=10', '--ckpt_interval=2', '--init_from=resume'],
-                       cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert p.returncode == -signal.SIGKILL, p.stdout + p.stderr
+    killed = forked(KILL_AT_8, [*TINY, f'--out_dir={out}', *run, '--max_iters=10', '--ckpt_interval=2',
+                                '--init_from=resume'])
+    assert finished(killed) == [-signal.SIGKILL]
     assert not (out / 'summary.json').exists() and json.load(open(out / 'summary_at_4.json')) == before
     train_cli(out, *run, '--max_iters=10', '--init_from=resume')
     assert json.load(open(out / 'summary.json'))['iter'] == 10 and (out / 'summary_at_4.json').exists()

@@ -2,6 +2,7 @@
 import contextlib
 import io
 import json
+import multiprocessing
 import os
 import re
 import runpy
@@ -31,7 +32,6 @@ from model import GPT, GPTConfig  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures('one_thread', 'peak_once')  # conftest.py
 
-TORCHRUN = [sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2']
 TINY = ['--n_layer=2', '--n_head=4', '--n_embd=64', '--block_size=32', '--batch_size=8', '--device=cpu',
         '--compile=False', '--dtype=float32', '--eval_iters=2', '--log_interval=1', '--warmup_iters=2']
 
@@ -108,6 +108,50 @@ def stub(tmp_path, body=''):
     path.write_text(f"import os, signal, sys\nsys.path.insert(0, {ROOT!r})\nimport train, model\n{body}\n"
                     f"if __name__ == '__main__':\n    sys.exit(train.cli(sys.argv[1:]))\n")
     return str(path)
+
+
+def free_port():
+    """A TCP port on this machine that nothing listens on, for a process group's rendezvous (MASTER_PORT)."""
+    import socket
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+def forked(body, argv, env=None):
+    """train.cli(argv) in a process of its own, forked from this one: without an interpreter's start and a torch
+    import (seconds each), and on one thread. It sets `env`, runs `body` (a stub's patch, with os, signal, sys, train
+    and model at hand) and exits with train.cli's status, as stub() does. -> the started multiprocessing.Process;
+    what it prints goes to this process's stdout and stderr (capfd)."""
+    import model
+    import torch._dynamo  # noqa: F401: an optimizer's first step imports it; here, once, not once a process
+
+    def run():
+        torch.set_num_threads(1)
+        os.environ.update(env or {}, OMP_NUM_THREADS='1')
+        exec(body, dict(os=os, signal=signal, sys=sys, train=train, model=model))
+        sys.exit(train.cli([str(a) for a in argv]))
+    p = multiprocessing.get_context('fork').Process(target=run)
+    p.start()
+    return p
+
+
+def finished(*procs, timeout=300):
+    """The exit statuses of forked processes, once they end (killed after `timeout` s: None)."""
+    for p in procs:
+        p.join(timeout)
+        if p.exitcode is None:
+            p.kill()
+    return [p.exitcode for p in procs]
+
+
+def forked_ranks(body, argv, world=2, env=None):
+    """torchrun's ranks without torchrun: `world` forked processes (forked) with torchrun's environment (RANK,
+    LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) besides `env`. -> their exit statuses, by rank."""
+    port = free_port()
+    return finished(*[forked(body, argv, dict(env or {}, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(world),
+                                              MASTER_ADDR='127.0.0.1', MASTER_PORT=str(port)))
+                      for r in range(world)])
 
 
 def wait_for_training(out, timeout=180):
@@ -361,7 +405,7 @@ train.Run.train_step = step_then_sigterm
 '''
 
 
-def test_a_sigterm_saves_and_the_resume_command_it_prints_continues_the_run_exactly(tmp_path):
+def test_a_sigterm_saves_and_the_resume_command_it_prints_continues_the_run_exactly(tmp_path, capfd):
     """SIGTERM during training, in a process of its own (all the resume has is ckpt.pt): exit 130, ckpt.pt at the
     step it stopped at, not finished. The command it prints (the folder alone: every setting comes back from
     ckpt.pt), typed as printed in train.py's folder, resumes it there, and the run ends with the log and the weights
@@ -369,11 +413,9 @@ def test_a_sigterm_saves_and_the_resume_command_it_prints_continues_the_run_exac
     common = ['--max_iters=8', '--lr_decay_iters=8', '--eval_interval=4', '--dropout=0.1', '--attn=diff',
               '--symmetric=True']
     straight, split = tmp_path / 'straight', tmp_path / 'split'
-    p = subprocess.run([sys.executable, stub(tmp_path, SIGTERM_AT_5), *TINY, f'--out_dir={split}', *common],
-                       cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert p.returncode == 130, p.stdout + p.stderr
+    assert finished(forked(SIGTERM_AT_5, [*TINY, f'--out_dir={split}', *common])) == [130]
     assert load_checkpoint(str(split / 'ckpt.pt'))[1]['iter_num'] == 6 and not (split / 'summary.json').exists()
-    typed = next(line for line in p.stdout.splitlines() if '--init_from=resume' in line)
+    typed = next(line for line in capfd.readouterr().out.splitlines() if '--init_from=resume' in line)
     argv = shlex.split(typed[typed.index('python train.py'):])
     assert argv[2:] == [f'--out_dir={split}', '--init_from=resume'], typed
     cli(*argv[2:], check=True)
@@ -582,7 +624,8 @@ train.Run.train_step = step_or_die
 
 
 def test_ddp_two_processes_equal_one_with_double_accumulation(tmp_path, monkeypatch):
-    """Two processes of one micro-batch each train as one process of two. Their eval at 0 is one process's
+    """Two processes of one micro-batch each (ranks as torchrun starts them: forked_ranks) train as one process of
+    two. Their eval at 0 is one process's
     (eval_iters=3: rank 0 evaluates batches 0 and 2, rank 1 batch 1; with eval_group=2 each rank has one group, rank
     1's filled up with a copy whose loss is dropped), and so is each step's logged loss (the mean over every
     micro-batch of every rank). ckpt_interval's save is collective (the weights' finiteness check), so every rank
@@ -593,10 +636,8 @@ def test_ddp_two_processes_equal_one_with_double_accumulation(tmp_path, monkeypa
     one, two = tmp_path / 'one', tmp_path / 'two'
     monkeypatch.setattr(rundir, 'peak', lambda device, dtype, threads: (1e12, 'a stub'))
     assert train.main([*TINY, f'--out_dir={one}', *common]) == 0  # on one thread, as each rank (OMP_NUM_THREADS)
-    p = subprocess.run([*TORCHRUN, stub(tmp_path, DDP_KILLED_AT_8), *TINY, f'--out_dir={two}', *common,
-                        '--eval_group=2'], cwd=ROOT, capture_output=True, text=True,
-                       env=dict(os.environ, OMP_NUM_THREADS='1'), timeout=600)
-    assert p.returncode != 0 and load_checkpoint(str(two / 'ckpt.pt'))[1]['iter_num'] == 6, p.stdout + p.stderr
+    assert forked_ranks(DDP_KILLED_AT_8, [*TINY, f'--out_dir={two}', *common, '--eval_group=2']) == [-9, -9]
+    assert load_checkpoint(str(two / 'ckpt.pt'))[1]['iter_num'] == 6
     la, lb = read_log(one), read_log(two)
     assert [(r['iter'], r['kind']) for r in lb] == [(r['iter'], r['kind']) for r in la[:len(lb)]] and len(lb) == 9
     for ra, rb in zip(la, lb):
@@ -689,7 +730,8 @@ def test_ddp_ranks_train_in_rank0s_dtype_and_stop_at_the_same_step(tmp_path):
     with socket.socket() as s:
         s.bind(('127.0.0.1', 0))
         port = s.getsockname()[1]
-    torch.multiprocessing.spawn(_rank_dtype, args=(port, str(tmp_path)), nprocs=2)
+    # forked: two ranks of their own without an interpreter's start and a torch import each (spawn's seconds)
+    torch.multiprocessing.start_processes(_rank_dtype, args=(port, str(tmp_path)), nprocs=2, start_method='fork')
     assert [(tmp_path / f'rank{r}').read_text() for r in (0, 1)] == ['float32 nullcontext [True, False]'] * 2
 
 
