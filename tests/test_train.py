@@ -56,6 +56,7 @@ def in_process(main, argv, cwd=None):
     argv: the script's sys.argv. Not for runs that get a signal (the handler writes to the stdout's file number)."""
     out, err = io.StringIO(), io.StringIO()
     old_argv, old_cwd = sys.argv, os.getcwd()
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}  # a script may set its own
     sys.argv = [str(a) for a in argv]
     try:
         if cwd is not None:
@@ -71,6 +72,8 @@ def in_process(main, argv, cwd=None):
     finally:
         sys.argv = old_argv
         os.chdir(old_cwd)
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
     if code is None:
         code = 0
     elif not isinstance(code, int):
@@ -172,12 +175,12 @@ def one_line(text, *names):
 
 
 def refused(p, *names, code=1):
-    """train.py's refusal as its command line gives it: exit status `code`, and as the last line of stderr (above it
-    only the run's notes) its one-line error (train.cli's 'error: ...', not a traceback's last line) naming each of
-    `names`."""
+    """A script's refusal as its command line gives it: exit status `code`, and as the last line of stderr (above it
+    only the run's notes, or argparse's usage) its one-line error ('error: ...', argparse's 'prog.py: error: ...', not
+    a traceback's last line) naming each of `names`."""
     assert p.returncode == code, p.stdout + p.stderr
     last = p.stderr.strip().splitlines()[-1]
-    assert last.startswith('error') and all(str(n) in last for n in names), (names, p.stderr)
+    assert re.match(r'(\S+\.py: )?error\b', last) and all(str(n) in last for n in names), (names, p.stderr)
 
 
 @pytest.fixture(scope='module')
