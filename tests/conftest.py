@@ -3,6 +3,7 @@ test, own_cache, so that no test writes the user's files outside the repository.
 import functools
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -78,3 +79,23 @@ def small_needle(tmp_path_factory):
                         '--n_val=16', '--out_dir', str(d)], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0 and json.load(open(d / 'meta.json'))['record_len'] == 33, p.stdout + p.stderr
     return d
+
+
+@pytest.fixture(scope='session')
+def small_bigram_backcopy(tmp_path_factory):
+    """-> make(block_size): a folder of Bigram-Backcopy records (data/bigram_backcopy/prepare.py on tiny Shakespeare:
+    its 65 characters and BOS, 66 token ids) of block_size + 1 tokens, 64 train and 16 val, made once a session for
+    each block size: data/bigram_backcopy's own are 129 tokens long, and preparing them takes seconds."""
+    made = {}
+
+    def make(block_size):
+        if block_size not in made:
+            d = tmp_path_factory.mktemp(f'bigram_backcopy_{block_size}')
+            shutil.copy(os.path.join(ROOT, 'data', 'bigram_backcopy', 'prepare.py'), d / 'prepare.py')  # writes beside
+            p = subprocess.run([sys.executable, str(d / 'prepare.py'), f'--block_size={block_size}', '--n_train=64',
+                                '--n_val=16', '--input', os.path.join(ROOT, 'data', 'shakespeare_char', 'input.txt')],
+                               capture_output=True, text=True, timeout=300)
+            assert p.returncode == 0 and json.load(open(d / 'meta.json'))['vocab_size'] == 66, p.stdout + p.stderr
+            made[block_size] = d
+        return made[block_size]
+    return make

@@ -3,7 +3,9 @@ folder, a torn log; docs/details.md's "What survives what" sums them up. Each te
 89750e4 on, 2026-11-24)."""
 import json
 import math
+import multiprocessing
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -20,25 +22,18 @@ import dataset  # noqa: E402
 import rundir  # noqa: E402
 import train  # noqa: E402
 from checkpoint import load_checkpoint  # noqa: E402
-from test_train import TIMING, TINY, read_log, train_cli  # noqa: E402
+from test_train import (TIMING, TINY, finished, forked, forked_ranks, read_log, refused, stub,  # noqa: E402
+                        train_cli, wait_for_training)
 
 pytestmark = pytest.mark.usefixtures('one_thread', 'peak_once')  # conftest.py
 
-TORCHRUN = [sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2']
 ENV1 = dict(os.environ, OMP_NUM_THREADS='1')
+TORCHRUN = [sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2']
 
 
 @pytest.fixture(scope='module', autouse=True)
 def shakespeare_char():
     dataset.ensure_data('shakespeare_char')
-
-
-def stub(tmp_path, body=''):
-    """train.py's command line with `body` run first (e.g. a patch that poisons one rank's loss)."""
-    path = tmp_path / 'train_stub.py'
-    path.write_text(f"import os, sys\nsys.path.insert(0, {ROOT!r})\nimport train, model\n{body}\n"
-                    f"if __name__ == '__main__':\n    sys.exit(train.cli(sys.argv[1:]))\n")
-    return str(path)
 
 
 def finite_checkpoint(path):
@@ -52,23 +47,12 @@ def no_nan_in_log(out):
     return all(math.isfinite(v) for r in read_log(out) for v in r.values() if isinstance(v, float))
 
 
-def wait_for_training(out, timeout=180):
-    """Until log.jsonl has a training line: the run is past its step-0 eval and has trained a step."""
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if (out / 'log.jsonl').exists() and any(r['kind'] == 'train' for r in read_log(out)):
-            return
-        time.sleep(0.2)
-    raise TimeoutError(f'{out}: no training line in log.jsonl after {timeout} s')
-
-
 # --- 1. nothing non-finite is saved or logged
 
 def test_a_diverging_run_saves_no_nan_checkpoint(tmp_path):
     out = tmp_path / 'o'
     # diff: its lambdas, logged from the updated weights, must not carry the NaN into log.jsonl either
-    p = train_cli(out, '--max_iters=4', '--eval_interval=1', '--learning_rate=1e30', '--attn=diff', check=False)
-    assert p.returncode == 1 and 'non-finite' in p.stderr and 'Traceback' not in p.stderr, p.stderr
+    refused(train_cli(out, '--max_iters=4', '--eval_interval=1', '--learning_rate=1e30', '--attn=diff', check=False))
     for name in ('ckpt.pt', 'best.pt'):
         assert not (out / name).exists() or finite_checkpoint(out / name), name
     assert no_nan_in_log(out)
@@ -88,41 +72,48 @@ train.Run.train_step = poisoned_step
 '''
 
 
-def test_nan_on_another_rank_stops_every_rank_before_the_save(tmp_path):
+def test_nan_on_another_rank_stops_every_rank_before_the_save(tmp_path, capfd):
     """Rank 1's loss is NaN in the step from iteration 2 to 3; the eval at 3 comes before any log step. Every rank
     stops there naming iteration 3, as the log would, and no checkpoint is written with the NaN weights that the
     all-reduce spread."""
     out = tmp_path / 'o'
-    p = subprocess.run([*TORCHRUN, stub(tmp_path, POISON_RANK1_AT_2), *TINY, f'--out_dir={out}', '--max_iters=6',
-                        '--eval_interval=3', '--log_interval=100', '--gradient_accumulation_steps=2'],
-                       cwd=ROOT, capture_output=True, text=True, env=ENV1, timeout=300)
-    assert p.returncode != 0
-    assert 'non-finite training loss at iteration 3' in p.stderr, p.stdout + p.stderr
+    codes = forked_ranks(POISON_RANK1_AT_2, [*TINY, f'--out_dir={out}', '--max_iters=6', '--eval_interval=3',
+                                             '--log_interval=100', '--gradient_accumulation_steps=2'])
+    err = capfd.readouterr().err
+    assert codes == [1, 1] and err.count('iteration 3') == 1, err  # every rank leaves; named once, by rank 0
     assert not (out / 'ckpt.pt').exists() and not (out / 'best.pt').exists()
     assert no_nan_in_log(out)
 
 
 # --- 2. a stop under torchrun reaches every rank within a step
 
+MARK_AT_5 = '''
+step = train.Run.train_step
+def step_and_mark(run):
+    if run.iter_num == 5 and run.env.master:  # in training, and no log step for 100000 more
+        open(os.environ['MARK'], 'w').close()
+    return step(run)
+train.Run.train_step = step_and_mark
+'''
+
+
 def test_sigterm_to_torchrun_saves_within_seconds_and_the_run_resumes(tmp_path):
     """torchrun passes its SIGTERM to each worker; the ranks agree to stop at the same step (one all-reduce of their
-    flags) and rank 0 saves ckpt.pt there, within the grace torchrun gives them before a SIGKILL. Then the run
-    resumes from it."""
-    out = tmp_path / 'o'
-    p = subprocess.Popen([*TORCHRUN, os.path.join(ROOT, 'train.py'), *TINY, f'--out_dir={out}',
-                          '--max_iters=1000000', '--eval_interval=1000000', '--log_interval=100000',
-                          '--gradient_accumulation_steps=2'],
+    flags) and rank 0 saves ckpt.pt there, within the grace torchrun gives them before a SIGKILL; the command it
+    prints is torchrun's. Then the run resumes from it."""
+    out, mark = tmp_path / 'o', tmp_path / 'training'
+    p = subprocess.Popen([*TORCHRUN, stub(tmp_path, MARK_AT_5), *TINY, f'--out_dir={out}', '--max_iters=1000000',
+                          '--eval_interval=1000000', '--log_interval=100000', '--gradient_accumulation_steps=2'],
                          cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                         env=dict(ENV1, PYTHONUNBUFFERED='1'))
-    deadline, seen = time.time() + 180, []
-    while time.time() < deadline and p.poll() is None and not any(l.startswith('step 0:') for l in seen):
-        seen.append(p.stdout.readline())  # until past the step-0 eval
-    time.sleep(2)  # hundreds of steps into training, and no log step for 100000 more
+                         env=dict(ENV1, MARK=str(mark)))
+    deadline = time.time() + 300
+    while not mark.exists() and p.poll() is None and time.time() < deadline:
+        time.sleep(0.1)
     p.send_signal(signal.SIGTERM)
     output = p.communicate(timeout=120)[0]
-    assert output.count('SIGTERM received: saving') == 2, output  # each rank, neither killed before it saved
     _, ckpt = load_checkpoint(str(out / 'ckpt.pt'))
-    assert ckpt['iter_num'] > 0 and f"stopped at iteration {ckpt['iter_num']}" in output, output
+    assert ckpt['iter_num'] >= 5 and not (out / 'summary.json').exists(), output
+    assert f"torchrun --standalone --nproc_per_node=2 train.py --out_dir={out} --init_from=resume" in output, output
     n = ckpt['iter_num'] + 2
     train_cli(out, f'--max_iters={n}', '--eval_interval=1000000', '--gradient_accumulation_steps=2',
               '--init_from=resume')
@@ -144,20 +135,17 @@ train.main = recording_main
 '''
 
 
-def test_an_error_found_by_rank_0_ends_every_rank_with_one_message(tmp_path):
+def test_an_error_found_by_rank_0_ends_every_rank_with_one_message(tmp_path, capfd):
     """A scratch run into a folder with a checkpoint: rank 0 finds it before any collective; every rank must leave
     with that error (not wait in a collective for rank 0, or die there with a gloo error), printed once."""
     out = tmp_path / 'o'
     train_cli(out, '--max_iters=2', '--eval_interval=2')
-    env = dict(ENV1, ERRORS_DIR=str(tmp_path))
-    p = subprocess.run([*TORCHRUN, stub(tmp_path, RECORD_ERRORS), *TINY, f'--out_dir={out}', '--max_iters=2',
-                        '--gradient_accumulation_steps=2'],
-                       cwd=ROOT, capture_output=True, text=True, env=env, timeout=300)
-    text = p.stdout + p.stderr
-    assert p.returncode != 0
-    assert text.count('exists: continue it with --init_from=resume') == 1, text
-    assert 'gloo' not in text.lower() and 'Connection closed' not in text, text
-    for rank in (0, 1):
+    capfd.readouterr()
+    codes = forked_ranks(RECORD_ERRORS, [*TINY, f'--out_dir={out}', '--max_iters=2', '--gradient_accumulation_steps=2'],
+                         env=dict(ERRORS_DIR=str(tmp_path)))
+    text = ''.join(capfd.readouterr())
+    assert codes == [1, 1] and text.count('--init_from=resume') == 1, text  # its fix, printed once
+    for rank in (0, 1):  # each with rank 0's error, not one of its own in a collective
         assert (tmp_path / f'rank{rank}').read_text().startswith('FileExistsError: '), text
 
 
@@ -167,8 +155,7 @@ def test_a_full_disk_keeps_the_run_resumable_and_leaves_no_tmp(tmp_path):
     out = tmp_path / 'o'
     out.mkdir()
     os.symlink('/dev/full', out / 'ckpt.pt.tmp')  # every write of ckpt.pt fails with ENOSPC
-    p = train_cli(out, '--max_iters=4', '--eval_interval=2', check=False)
-    assert p.returncode == 1 and 'No space left on device' in p.stderr and 'Traceback' not in p.stderr, p.stderr
+    refused(train_cli(out, '--max_iters=4', '--eval_interval=2', check=False), out / 'ckpt.pt')
     assert not os.path.lexists(out / 'ckpt.pt.tmp')  # the partial file is removed
     assert not (out / 'best.pt').exists()  # ckpt.pt first: never a best.pt without its ckpt.pt
     train_cli(out, '--max_iters=4', '--eval_interval=2')  # so the run can simply start again
@@ -178,12 +165,10 @@ def test_a_stop_between_ckpt_and_best_is_mended_on_resume(tmp_path):
     out = tmp_path / 'o'
     out.mkdir()
     os.symlink('/dev/full', out / 'best.pt.tmp')  # ckpt.pt at iteration 2 is written, then best.pt fails
-    p = train_cli(out, '--max_iters=4', '--eval_interval=2', check=False)
-    assert p.returncode == 1 and 'best.pt' in p.stderr
+    refused(train_cli(out, '--max_iters=4', '--eval_interval=2', check=False), out / 'best.pt')
     _, ckpt = load_checkpoint(str(out / 'ckpt.pt'))
     assert ckpt['iter_num'] == 2 and not (out / 'best.pt').exists()
-    p = train_cli(out, '--max_iters=4', '--eval_interval=2', '--init_from=resume')
-    assert 'mending it' in p.stdout
+    train_cli(out, '--max_iters=4', '--eval_interval=2', '--init_from=resume')
     evals = [r for r in read_log(out) if r['kind'] == 'eval']
     best = min(evals, key=lambda r: r['val_loss'])
     _, b = load_checkpoint(str(out / 'best.pt'))
@@ -192,10 +177,9 @@ def test_a_stop_between_ckpt_and_best_is_mended_on_resume(tmp_path):
 
 def test_an_out_dir_that_cannot_be_made_or_written_is_a_clear_error(tmp_path, monkeypatch):
     (tmp_path / 'file').write_text('x')
-    p = train_cli(tmp_path / 'file' / 'run', '--max_iters=2', check=False)
-    assert p.returncode == 1 and 'cannot make out_dir' in p.stderr and 'Traceback' not in p.stderr, p.stderr
+    refused(train_cli(tmp_path / 'file' / 'run', '--max_iters=2', check=False), tmp_path / 'file' / 'run')
     monkeypatch.setattr(rundir.os, 'access', lambda path, mode: False)  # a read-only folder (tests run as root)
-    with pytest.raises(rundir.RunError, match='is not writable'):
+    with pytest.raises(rundir.RunError, match=re.escape(str(tmp_path / 'ro'))):
         train.main([*TINY, f'--out_dir={tmp_path / "ro"}', '--max_iters=2'])
 
 
@@ -214,20 +198,15 @@ train.Run.train_step = step_or_die
 NO_EVAL_SAVE = ['--eval_interval=4', '--always_save_checkpoint=False', '--learning_rate=0', '--decay_lr=False']
 
 
-@pytest.mark.parametrize('interval,extra,saved_at', [(3, [], 6), (2, NO_EVAL_SAVE, 8), (0, [], None)])
+@pytest.mark.parametrize('interval,extra,saved_at', [(3, [], 6), (2, NO_EVAL_SAVE, 8)])
 def test_a_hard_kill_loses_at_most_ckpt_interval_steps_and_the_resume_is_exact(tmp_path, interval, extra, saved_at):
     """SIGKILL at iteration 8 of 10: with ckpt_interval=3 (evals at 0 and 10) ckpt.pt holds iteration 6, and the
     resume logs what an uninterrupted run logs, each line once (the log's lines past the checkpoint are dropped and
-    redone); with 0 (the default) nothing was saved."""
+    redone)."""
     run = ['--max_iters=10', '--lr_decay_iters=10', '--eval_interval=100', f'--ckpt_interval={interval}', *extra]
     straight, killed = tmp_path / 'straight', tmp_path / 'killed'
-    p = subprocess.run([sys.executable, stub(tmp_path, KILL_AT_8), *TINY, f'--out_dir={killed}', *run],
-                       cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert p.returncode == -signal.SIGKILL, p.stdout + p.stderr
+    assert finished(forked(KILL_AT_8, [*TINY, f'--out_dir={killed}', *run])) == [-signal.SIGKILL]
     assert max(r['iter'] for r in read_log(killed)) == 8  # logged past the checkpoint
-    if saved_at is None:
-        assert not (killed / 'ckpt.pt').exists()
-        return
     assert load_checkpoint(str(killed / 'ckpt.pt'))[1]['iter_num'] == saved_at
     train_cli(straight, *run)  # what the killed and resumed run must log
     train_cli(killed, *run, '--init_from=resume')
@@ -237,35 +216,18 @@ def test_a_hard_kill_loses_at_most_ckpt_interval_steps_and_the_resume_is_exact(t
         assert {k: v for k, v in ra.items() if k not in TIMING} == {k: v for k, v in rb.items() if k not in TIMING}
 
 
-def test_ckpt_interval_under_torchrun_saves_on_every_rank_s_schedule(tmp_path):
-    """The save is collective (the weights' finiteness check), so every rank must reach it at the same steps: a
-    hard kill of both ranks at iteration 8 leaves ckpt.pt at 6, and the run resumes from it."""
-    out = tmp_path / 'o'
-    run = ['--max_iters=10', '--lr_decay_iters=10', '--eval_interval=100', '--ckpt_interval=3',
-           '--gradient_accumulation_steps=2']
-    p = subprocess.run([*TORCHRUN, stub(tmp_path, KILL_AT_8), *TINY, f'--out_dir={out}', *run],
-                       cwd=ROOT, capture_output=True, text=True, env=ENV1, timeout=300)
-    assert p.returncode != 0
-    assert load_checkpoint(str(out / 'ckpt.pt'))[1]['iter_num'] == 6, p.stdout + p.stderr
-    train_cli(out, *run, '--init_from=resume')  # one process with the same micro-batches
-    assert load_checkpoint(str(out / 'ckpt.pt'))[1]['iter_num'] == 10
-
-
 # --- 5. two runs in one out_dir
 
 def test_a_second_run_into_a_busy_out_dir_is_refused_naming_the_holder(tmp_path):
     out = tmp_path / 'o'
-    first = subprocess.Popen([sys.executable, os.path.join(ROOT, 'train.py'), *TINY, f'--out_dir={out}',
-                              '--max_iters=1000000', '--eval_interval=1000000'],
-                             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    first = forked('', [*TINY, f'--out_dir={out}', '--max_iters=1000000', '--eval_interval=1000000'])
     try:
         wait_for_training(out)
         p = train_cli(out, '--max_iters=2', '--seed=2', check=False)  # here: the lock is the other process's
-        assert p.returncode == 75 and f'in use by another run (pid {first.pid}' in p.stderr, p.stderr
+        refused(p, f'pid {first.pid}', code=75)
     finally:
-        first.send_signal(signal.SIGTERM)
-        first.communicate(timeout=120)
-    assert first.returncode == 130
+        first.terminate()  # SIGTERM
+    assert finished(first) == [130]
     assert not (out / '.lock').exists()  # released at the end
     assert load_checkpoint(str(out / 'ckpt.pt'))[1]['config']['seed'] == 1337  # the first run's, untouched
 
@@ -278,8 +240,7 @@ def test_a_torn_last_log_line_is_dropped_and_other_corruption_named(tmp_path):
     good = (out / 'log.jsonl').read_text()
     with open(out / 'log.jsonl', 'a') as f:
         f.write('{"iter": 5, "kind": "tr')
-    p = train_cli(out, '--max_iters=6', '--eval_interval=2', '--init_from=resume')
-    assert 'torn last line' in p.stderr
+    train_cli(out, '--max_iters=6', '--eval_interval=2', '--init_from=resume')
     log = read_log(out)
     assert [r['iter'] for r in log][:len(good.splitlines())] == [json.loads(l)['iter'] for l in good.splitlines()]
     assert log[-1]['iter'] == 6
@@ -290,8 +251,8 @@ def test_a_torn_last_log_line_is_dropped_and_other_corruption_named(tmp_path):
     lines = (out / 'log.jsonl').read_text().splitlines()
     lines[2] = lines[2][:10]  # corruption that is not at the end
     (out / 'log.jsonl').write_text('\n'.join(lines) + '\n')
-    p = train_cli(out, '--max_iters=9', '--eval_interval=2', '--init_from=resume', check=False)
-    assert p.returncode == 1 and 'log.jsonl, line 3, is not JSON' in p.stderr, p.stderr
+    refused(train_cli(out, '--max_iters=9', '--eval_interval=2', '--init_from=resume', check=False),
+            out / 'log.jsonl', 'line 3')
 
 
 # --- 7. smaller ones
@@ -328,11 +289,11 @@ def test_a_dataset_folder_without_meta_json_is_refused_not_taken_for_gpt2(tmp_pa
     d.mkdir()
     for split in ('train', 'val'):
         np.zeros(100, np.uint16).tofile(d / f'{split}.bin')
-    with pytest.raises(FileNotFoundError, match=r"has no meta\.json, and no prepare\.py.*\"vocab_size\": 50304"):
+    with pytest.raises(FileNotFoundError, match=r'meta\.json.*prepare\.py.*"vocab_size": 50304'):
         dataset.ensure_data(str(d))
     (d / 'meta.json').write_text('{"tokenizer": "gpt2"}')
     dataset.ensure_data(str(d))  # whole now
-    with pytest.raises(ValueError, match="its meta.json has no vocab_size"):
+    with pytest.raises(ValueError, match=r'meta\.json.*\bvocab_size\b'):
         train.setup_data(train.parse_config([f'--dataset={d}', '--block_size=8']))
 
 
@@ -346,8 +307,7 @@ def test_what_a_run_folder_holds_is_kept(tmp_path, monkeypatch):
     record.mkdir()
     for name in ('summary.json', 'log.jsonl'):
         shutil.copy(out / name, record / name)
-    p = train_cli(record, '--max_iters=2', check=False)
-    assert p.returncode == 1 and "summary.json exists (a finished run's record" in p.stderr, p.stderr
+    refused(train_cli(record, '--max_iters=2', check=False), record / 'summary.json')
     assert (record / 'log.jsonl').read_bytes() == (out / 'log.jsonl').read_bytes()
     monkeypatch.setattr(rundir, 'start_wandb', lambda *a: pytest.fail('eval_only started wandb'))
     assert train.main([*TINY, f'--out_dir={out}', '--init_from=resume', '--eval_only=True', '--wandb_log=True']) == 0
@@ -364,10 +324,9 @@ def test_training_a_finished_run_further_keeps_its_summary_aside_until_it_ends(t
     run = ['--max_iters=4', '--lr_decay_iters=10', '--eval_interval=100']
     train_cli(out, *run)
     before = json.load(open(out / 'summary.json'))
-    p = subprocess.run([sys.executable, stub(tmp_path, KILL_AT_8), *TINY, f'--out_dir={out}', *run,
-                        '--max_iters=10', '--ckpt_interval=2', '--init_from=resume'],
-                       cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert p.returncode == -signal.SIGKILL, p.stdout + p.stderr
+    killed = forked(KILL_AT_8, [*TINY, f'--out_dir={out}', *run, '--max_iters=10', '--ckpt_interval=2',
+                                '--init_from=resume'])
+    assert finished(killed) == [-signal.SIGKILL]
     assert not (out / 'summary.json').exists() and json.load(open(out / 'summary_at_4.json')) == before
     train_cli(out, *run, '--max_iters=10', '--init_from=resume')
     assert json.load(open(out / 'summary.json'))['iter'] == 10 and (out / 'summary_at_4.json').exists()
@@ -380,9 +339,8 @@ def test_an_extension_that_fails_before_its_first_checkpoint_leaves_the_finished
     out = tmp_path / 'o'
     train_cli(out, '--max_iters=3', '--lr_decay_iters=3', '--eval_interval=3')
     before = (out / 'summary.json').read_bytes()
-    p = train_cli(out, '--init_from=resume', '--max_iters=6', '--lr_decay_iters=6', '--eval_interval=100',
-                  '--learning_rate=1e12', '--warmup_iters=0', check=False)
-    assert p.returncode != 0 and 'non-finite' in p.stdout + p.stderr, p.stdout + p.stderr
+    refused(train_cli(out, '--init_from=resume', '--max_iters=6', '--lr_decay_iters=6', '--eval_interval=100',
+                      '--learning_rate=1e12', '--warmup_iters=0', check=False))
     assert (out / 'summary.json').read_bytes() == before and not list(out.glob('summary_at_*'))
     assert load_checkpoint(str(out / 'ckpt.pt'))[1]['iter_num'] == 3
 
@@ -401,7 +359,7 @@ def test_an_extension_whose_first_checkpoint_write_fails_leaves_the_finished_run
             raise OSError(28, 'No space left on device')
         return write(path, fn)
     monkeypatch.setattr(checkpoint, 'atomic_write', full_disk)
-    with pytest.raises(rundir.RunError, match='No space left'):
+    with pytest.raises(rundir.RunError, match=re.escape(str(out / 'ckpt.pt'))):
         train.main([*TINY, f'--out_dir={out}', '--max_iters=6', '--lr_decay_iters=6', '--eval_interval=3',
                     '--ckpt_interval=1', '--init_from=resume'])
     assert (out / 'summary.json').read_bytes() == before and not list(out.glob('summary_at_*'))
@@ -418,7 +376,7 @@ def test_a_scratch_run_keeps_the_log_of_an_earlier_run_without_its_checkpoint(tm
     for name in ('ckpt.pt', 'best.pt', 'summary.json'):
         (out / name).unlink()
     p = train_cli(out, '--max_iters=2', '--eval_interval=2')
-    assert (out / 'log_until_4.jsonl').read_bytes() == earlier and 'kept as' in p.stdout, p.stdout
+    assert (out / 'log_until_4.jsonl').read_bytes() == earlier and 'log_until_4.jsonl' in p.stdout, p.stdout
     assert max(r['iter'] for r in read_log(out)) == 2  # the new run's own log
     (out / 'summary.json').unlink(), (out / 'ckpt.pt').unlink(), (out / 'best.pt').unlink()
     train_cli(out, '--max_iters=2', '--eval_interval=2')  # again: the second earlier log does not replace the first
@@ -435,7 +393,11 @@ def test_runs_that_start_at_once_prepare_their_dataset_once(tmp_path):
                                   "np.zeros(100, np.uint16).tofile(os.path.join(h, 'train.bin'))\n"
                                   "np.zeros(100, np.uint16).tofile(os.path.join(h, 'val.bin'))\n"
                                   "json.dump({'vocab_size': 7}, open(os.path.join(h, 'meta.json'), 'w'))\n")
-    code = f"import sys; sys.path.insert(0, {ROOT!r}); import dataset; dataset.ensure_data({str(d)!r})"
-    procs = [subprocess.Popen([sys.executable, '-c', code], stdout=subprocess.DEVNULL) for _ in range(3)]
-    assert [p.wait(timeout=120) for p in procs] == [0, 0, 0]
+    fork = multiprocessing.get_context('fork')  # processes of their own, without an interpreter's start each
+    procs = [fork.Process(target=dataset.ensure_data, args=(str(d),)) for _ in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=120)
+    assert [p.exitcode for p in procs] == [0, 0, 0]
     assert (d / 'calls').read_text() == 'x' and dataset.load_meta(str(d))['vocab_size'] == 7

@@ -42,15 +42,6 @@ TEETH = 1e-3  # a wrong reference must differ from the right one by more than th
 
 
 
-@pytest.fixture(autouse=True, scope='module')
-def _one_thread():
-    """Tiny tensors: threads only add overhead, and on a machine busy with other work far more than they save."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 # ----------------------------------------------------------------------------------------------------------
 # helpers
 
@@ -1542,7 +1533,10 @@ FAMILIES = [dict(attn='softmax'), dict(attn='diff'), dict(attn='diffv2'), dict(a
                  gate_pos='value', pos='rope', norm='rmsnorm', mlp='swiglu')]
 
 
-COMPILED = [(kw, 0.1) for kw in FAMILIES] + [(FAMILIES[0], 0.0), (FAMILIES[-1], 0.0)]  # dropout off: other paths
+# softmax-1 and the elementwise gate alone: in the last family, where their code is the same (one compile each is a
+# second of a CI core); dropout off: other paths
+COMPILED = ([(kw, 0.1) for kw in FAMILIES if kw not in (dict(softmax1=True), dict(gate='elementwise'))]
+            + [(FAMILIES[0], 0.0), (FAMILIES[-1], 0.0)])
 
 
 @pytest.mark.parametrize('kw,dropout', COMPILED, ids=[f'{gid(kw)}-p{p}' for kw, p in COMPILED])
@@ -1638,7 +1632,7 @@ def test_the_causality_check_refuses_a_leak_in_a_causal_model(leak):
 
 
 def test_leak_is_validated():
-    with pytest.raises(ValueError, match="leak='sideways' is not one of"):
+    with pytest.raises(ValueError, match="leak='sideways'.*'zero_future'"):
         GPTConfig(leak='sideways')
     with pytest.raises(ValueError, match='mask_self'):
         GPTConfig(leak='zero_future', mask_self=True, causal=False)
@@ -1649,7 +1643,7 @@ def test_leak_is_validated():
 
 def test_rope_theta_without_rope_is_an_error():
     """A key that does nothing in this combination is refused (README's "Attention variants": a combination without meaning is an error)."""
-    with pytest.raises(ValueError, match="rope_theta only applies to pos='rope'"):
+    with pytest.raises(ValueError, match=r"rope_theta\b.*pos='rope'"):
         GPTConfig(rope_theta=500.0)
     assert GPTConfig(pos='rope', rope_theta=500.0).rope_theta == 500.0
 

@@ -7,10 +7,8 @@ import io
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import time
 
 import pytest
 import torch
@@ -22,7 +20,7 @@ import hardware  # noqa: E402
 import rundir  # noqa: E402
 import train  # noqa: E402
 from checkpoint import load_checkpoint  # noqa: E402
-from test_train import TINY, cli, read_log, script, train_cli  # noqa: E402
+from test_train import TINY, cli, one_line, read_log, refused, script, train_cli  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures('one_thread', 'peak_once')  # conftest.py
 
@@ -38,19 +36,6 @@ def run(tmp_path_factory):
     out = tmp_path_factory.mktemp('run') / 'o'
     train_cli(out, '--max_iters=4', '--eval_interval=4', '--lr_decay_iters=8')
     return out
-
-
-def bigram_backcopy(to, block_size):
-    """Bigram-Backcopy records (data/bigram_backcopy/prepare.py on tiny Shakespeare: its 65 characters and BOS, 66
-    token ids) of block_size + 1 tokens, a few of them, in a folder of their own."""
-    d = to / 'bigram_backcopy'
-    d.mkdir(parents=True)
-    shutil.copy(os.path.join(ROOT, 'data', 'bigram_backcopy', 'prepare.py'), d / 'prepare.py')
-    p = subprocess.run([sys.executable, str(d / 'prepare.py'), f'--block_size={block_size}', '--n_train=64',
-                        '--n_val=16', '--input', os.path.join(ROOT, 'data', 'shakespeare_char', 'input.txt')],
-                       capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0 and json.load(open(d / 'meta.json'))['vocab_size'] == 66, p.stderr
-    return d
 
 
 def copy_run(run, to, edit=None):
@@ -87,64 +72,46 @@ def test_a_checkpoint_of_newer_code_is_one_line_naming_what_this_code_lacks(run,
     new = copy_run(run, tmp_path / 'new', edit)
     name = 'qk_norm' if what == 'field' else 'transformer.h.0.attn.q_norm.weight'
     for p in (train_cli(new, '--max_iters=6', '--init_from=resume', check=False), sample(new)):
-        assert p.returncode == 1 and name in p.stderr and 'Traceback' not in p.stderr, p.stderr
-        assert len(p.stderr.strip().splitlines()) == 1 or p.stderr.count('error') == 1, p.stderr
+        refused(p, name)
 
 
 def test_no_config_is_refused_naming_the_configs(tmp_path):
     """Without a config file and without a model shape, the defaults are GPT-2 small's 85M parameters, hours a step
     on a CPU: refused before anything is made, naming a config to use."""
-    p = cli(f'--out_dir={tmp_path / "o"}')
-    assert p.returncode == 1 and 'configs/diff_sym_6L.py' in p.stderr and 'Traceback' not in p.stderr, p.stderr
+    refused(cli(f'--out_dir={tmp_path / "o"}'), 'configs/diff_sym_6L.py')
     assert not (tmp_path / 'o').exists()
 
 
-def test_a_stop_during_start_up_lands_within_seconds(tmp_path):
-    """Ctrl-C while the run is still starting (here in its causality check, a few seconds of forwards of a larger
-    model) stops it at once: nothing is trained yet, so there is nothing to save."""
-    out = tmp_path / 'o'
-    p = subprocess.Popen([sys.executable, 'train.py', *TINY, '--n_layer=6', '--n_embd=256', '--block_size=256',
-                          '--batch_size=32', f'--out_dir={out}'], cwd=ROOT, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONUNBUFFERED='1'))
-    while 'tokens per iteration' not in p.stdout.readline():  # set up: the causality check comes next
-        assert p.poll() is None, p.stderr.read()
-    time.sleep(0.5)
-    t0 = time.time()
-    p.send_signal(signal.SIGINT)
-    err = p.communicate(timeout=60)[1]
-    assert time.time() - t0 < 5 and p.returncode == 130, err
-    assert 'before the first step' in err and not (out / 'ckpt.pt').exists() and not (out / 'log.jsonl').exists()
-
-
-def test_vocab_size_is_checked_against_the_data_and_the_checkpoint(run, tmp_path):
-    p = train_cli(tmp_path / 'v', '--vocab_size=10', '--max_iters=2', check=False)
-    assert p.returncode == 1 and "vocab_size=10 is below dataset 'shakespeare_char''s 65 token ids" in p.stderr
-    assert 'IndexError' not in p.stderr and not (tmp_path / 'v').exists()
+def test_vocab_size_is_checked_against_the_data_and_the_checkpoint(run, tmp_path, small_bigram_backcopy):
+    refused(train_cli(tmp_path / 'v', '--vocab_size=10', '--max_iters=2', check=False), 'vocab_size=10',
+            "'shakespeare_char'", '65')
+    assert not (tmp_path / 'v').exists()
     # a Shakespeare run resumed on Bigram-Backcopy's data (66 ids), as a refused resume's advice (--dataset=...) does:
     # records of the run's block_size + 1 tokens, so that the vocabulary is all that does not fit
-    data = bigram_backcopy(tmp_path, 32)
+    data = small_bigram_backcopy(32)
     bb = copy_run(run, tmp_path / 'bb')
-    p = train_cli(bb, f'--dataset={data}', '--max_iters=6', '--init_from=resume', check=False)
-    assert p.returncode == 1 and 'vocab_size=65' in p.stderr and f"'{data}' holds 66 token ids" in p.stderr, p.stderr
-    assert 'IndexError' not in p.stderr and load_checkpoint(str(bb / 'ckpt.pt'))[1]['iter_num'] == 4, p.stderr
+    refused(train_cli(bb, f'--dataset={data}', '--max_iters=6', '--init_from=resume', check=False), 'vocab_size=65',
+            f"'{data}'", '66')
+    assert load_checkpoint(str(bb / 'ckpt.pt'))[1]['iter_num'] == 4
 
 
-def test_a_resume_on_another_dataset_names_its_vocabulary_before_its_block_size(run, tmp_path):
-    """The refusal above, where the other dataset's records also need another block_size (data/bigram_backcopy's
-    are 129 tokens: --block_size=128, as the refused resume's advice gives): the vocabulary is named first, since
+def test_a_resume_on_another_dataset_names_its_vocabulary_before_its_block_size(run, tmp_path,
+                                                                                 small_bigram_backcopy):
+    """The refusal above, where the other dataset's records also need another block_size (--block_size=16 for
+    these records of 17 tokens, as the refused resume's advice gives): the vocabulary is named first, since
     dropping --block_size, as a refusal of the changed model key would advise, cannot make the data fit."""
-    data = bigram_backcopy(tmp_path, 16)
+    data = small_bigram_backcopy(16)
     bb = copy_run(run, tmp_path / 'bb')
     p = train_cli(bb, f'--dataset={data}', '--block_size=16', '--max_iters=6', '--init_from=resume', check=False)
-    assert p.returncode == 1 and 'vocab_size=65' in p.stderr and f"'{data}' holds 66 token ids" in p.stderr, p.stderr
+    refused(p, 'vocab_size=65', f"'{data}'", '66')
 
 
 def test_a_resume_refuses_another_variants_config_file(run, tmp_path):
     """The same rule wherever a model key comes from: configs/diff_3L.py on a nanogpt run is refused, as
     --attn=diff on the command line is."""
     out = copy_run(run, tmp_path / 'o')
-    p = cli('configs/diff_3L.py', *TINY, f'--out_dir={out}', '--max_iters=6', '--init_from=resume')
-    assert p.returncode == 1 and "attn='softmax'" in p.stderr and "gives bias=False, attn='diff'" in p.stderr, p.stderr
+    refused(cli('configs/diff_3L.py', *TINY, f'--out_dir={out}', '--max_iters=6', '--init_from=resume'),
+            "attn='softmax'", "attn='diff'", 'bias=False')
     assert load_checkpoint(str(out / 'ckpt.pt'))[1]['iter_num'] == 4
 
 
@@ -172,9 +139,9 @@ def test_progress_lines_when_the_output_is_not_a_terminal(tmp_path, monkeypatch,
     monkeypatch.setattr(rundir.RunLog, 'PROGRESS_EVERY', 0.0)
     assert train.main([*TINY, f'--out_dir={tmp_path / "o"}', '--max_iters=3', '--eval_interval=3',
                        '--eval_iters=3', '--log_interval=10']) == 0
-    out = capsys.readouterr().out
-    assert 'progress: iteration 3/3, ETA 0s' in out, out
-    assert 'progress: evaluation at iteration 3, batch 6/6' in out, out
+    out = capsys.readouterr().out.splitlines()
+    assert any('iteration 3/3' in line for line in out), out  # training's, and each evaluation's batches (2 x 3)
+    assert any('iteration 3' in line and 'batch 6/6' in line for line in out), out
 
 
 def test_a_resume_refuses_a_config_that_leaves_the_checkpoints_model_keys_at_their_defaults(tmp_path):
@@ -187,9 +154,8 @@ def test_a_resume_refuses_a_config_that_leaves_the_checkpoints_model_keys_at_the
     cli('configs/diff_sym_3L.py', *common, f'--out_dir={split}', '--max_iters=3', check=True)
     for other, named in (('nanogpt_3L', ("attn='diff'", 'symmetric=True', 'lambda_init_depth_offset=1')),
                          ('sym_3L', ("attn='diff'", 'lambda_init_depth_offset=1'))):
-        p = cli(f'configs/{other}.py', *common, f'--out_dir={split}', '--init_from=resume')
-        assert p.returncode == 1 and all(k in p.stderr for k in named), p.stderr
-        assert "--attn='diff'" in p.stderr and 'Traceback' not in p.stderr, p.stderr  # what to give instead
+        refused(cli(f'configs/{other}.py', *common, f'--out_dir={split}', '--init_from=resume'), *named,
+                "--attn='diff'")  # what to give instead
     assert load_checkpoint(str(split / 'ckpt.pt'))[1]['iter_num'] == 3  # nothing trained
     cli('configs/diff_sym_3L.py', *common, f'--out_dir={split}', '--init_from=resume', check=True)
     for a, b in zip(load_checkpoint(str(straight / 'ckpt.pt'))[0].parameters(),
@@ -200,8 +166,9 @@ def test_a_resume_refuses_a_config_that_leaves_the_checkpoints_model_keys_at_the
 def test_float16_on_a_cpu_is_refused_naming_the_dtypes_that_work(tmp_path):
     """--dtype=float16 on a CPU sat 7 minutes in its first evaluation (fceb1ab): refused before anything is made."""
     p = train_cli(tmp_path / 'o', '--max_iters=2', '--dtype=float16', check=False)
-    assert p.returncode == 1 and "dtype='float16' on a CPU" in p.stderr and '--dtype=float32' in p.stderr, p.stderr
-    assert len(p.stderr.strip().splitlines()) == 1 and not (tmp_path / 'o').exists()
+    refused(p, "dtype='float16'", '--dtype=float32', '--dtype=bfloat16')
+    one_line(p.stderr)
+    assert not (tmp_path / 'o').exists()
 
 
 def test_a_damaged_checkpoint_says_what_to_do_and_not_torchs_weights_only_advice(run, tmp_path):
@@ -210,17 +177,15 @@ def test_a_damaged_checkpoint_says_what_to_do_and_not_torchs_weights_only_advice
     out = copy_run(run, tmp_path / 'o')
     (out / 'best.pt').write_bytes((run / 'best.pt').read_bytes())
     (out / 'ckpt.pt').write_bytes(os.urandom(3000))
-    p = train_cli(out, '--max_iters=6', '--init_from=resume', check=False)
-    assert p.returncode == 1 and 'not a readable checkpoint' in p.stderr and 'weights_only' not in p.stderr, p.stderr
-    assert 'best.pt' in p.stderr and '--init_from=scratch with another --out_dir' in p.stderr, p.stderr
-    assert len(p.stderr.strip().splitlines()) == 1
-    p = sample(out)
-    assert p.returncode != 0 and 'weights_only' not in p.stderr and 'best.pt' in p.stderr, p.stderr
-    # a damaged best.pt points to ckpt.pt, not to itself
+    p = train_cli(out, '--max_iters=6', '--init_from=resume', check=False)  # one line: not torch's text
+    refused(p, out / 'ckpt.pt', 'best.pt', '--init_from=scratch', '--out_dir')
+    one_line(p.stderr)
+    refused(sample(out), out / 'ckpt.pt', 'best.pt')
+    # a damaged best.pt points to ckpt.pt, the file there is
     (out / 'ckpt.pt').write_bytes((run / 'ckpt.pt').read_bytes())
     (out / 'best.pt').write_bytes(os.urandom(3000))
     p = script('sample.py', f'--ckpt={out / "best.pt"}', '--num_samples=1', '--max_new_tokens=2', '--device=cpu')
-    assert p.returncode != 0 and "or the run's ckpt.pt" in p.stderr and "or the run's best.pt" not in p.stderr, p.stderr
+    refused(p, out / 'best.pt', 'ckpt.pt')
 
 
 def test_a_missing_include_names_the_including_file_and_line(tmp_path):
@@ -228,12 +193,10 @@ def test_a_missing_include_names_the_including_file_and_line(tmp_path):
     to it, and what was probably meant (a close name; for a config copied out of configs/, the path back to it)."""
     (tmp_path / 'typo.py').write_text("n_layer = 2\ninclude('../configs/base_shakespeare_charr.py')\n")
     shutil.copy(os.path.join(ROOT, 'configs', 'nanogpt_3L.py'), tmp_path / 'copied.py')
-    p = cli(tmp_path / 'typo.py', f'--out_dir={tmp_path / "o"}')
-    assert p.returncode == 1 and f'{tmp_path / "typo.py"}, line 2' in p.stderr, p.stderr
-    assert 'relative to the including file' in p.stderr and 'Errno' not in p.stderr, p.stderr
-    p = cli(tmp_path / 'copied.py', f'--out_dir={tmp_path / "o"}')
+    refused(cli(tmp_path / 'typo.py', f'--out_dir={tmp_path / "o"}'), f'{tmp_path / "typo.py"}, line 2',
+            f'{tmp_path}/../configs/base_shakespeare_charr.py', f'({tmp_path})')  # the path looked for, from where
     rel = os.path.relpath(os.path.join(ROOT, 'configs', 'base_shakespeare_char.py'), tmp_path)
-    assert p.returncode == 1 and 'copied.py, line 2' in p.stderr and f"include('{rel}')" in p.stderr, p.stderr
+    refused(cli(tmp_path / 'copied.py', f'--out_dir={tmp_path / "o"}'), 'copied.py, line 2', f"include('{rel}')")
     assert not (tmp_path / 'o').exists()
 
 
@@ -249,8 +212,7 @@ def test_a_terminal_shows_evaluation_progress_on_its_bar(tmp_path, monkeypatch):
     monkeypatch.setattr(sys, 'stderr', term)
     assert train.main([*TINY, f'--out_dir={tmp_path / "o"}', '--max_iters=2', '--eval_interval=2',
                        '--eval_iters=3']) == 0
-    assert 'evaluation at iteration 0, batch 1/6' in term.getvalue(), term.getvalue()
-    assert 'progress:' not in term.getvalue()
+    assert any('iteration 0' in part and 'batch 1/6' in part for part in term.getvalue().split('\r')), term.getvalue()
 
 
 def test_a_cpus_mfu_peak_is_the_highest_timed_on_the_machine_and_named(tmp_path, monkeypatch, capsys):
@@ -273,15 +235,14 @@ def test_a_cpus_mfu_peak_is_the_highest_timed_on_the_machine_and_named(tmp_path,
     assert train.main([*TINY, f'--out_dir={tmp_path / "o"}', '--max_iters=2', '--eval_interval=2']) == 0
     s = json.load(open(tmp_path / 'o' / 'summary.json'))
     path = str(tmp_path / 'cache' / 'attn-gpt' / 'cpu_peak_flops.json')
-    assert s['mfu_peak_flops'] == 2e11 and 'the highest of its timings' in s['mfu_peak_source']
-    assert path in s['mfu_peak_source']
-    assert f"MFU against 0.2 TFLOP/s (this CPU's float32 matmul peak" in capsys.readouterr().out
+    assert s['mfu_peak_flops'] == 2e11 and path in s['mfu_peak_source']  # the figure, and where it is kept
+    assert '0.2 TFLOP/s' in capsys.readouterr().out
     assert len(json.load(open(path))) == 2
 
 
 def test_a_misspelt_dataset_gets_a_did_you_mean(tmp_path):
-    p = train_cli(tmp_path / 'o', '--dataset=shakespeare_chr', check=False)
-    assert p.returncode == 1 and 'did you mean shakespeare_char?' in p.stderr, p.stderr
+    refused(train_cli(tmp_path / 'o', '--dataset=shakespeare_chr', check=False), "'shakespeare_chr'",
+            'shakespeare_char?')
     assert not (tmp_path / 'o').exists()
 
 
@@ -296,9 +257,8 @@ def test_an_offline_bpe_prepare_names_the_missing_tiktoken_file_and_leaves_no_lo
     monkeypatch.setenv('PYTHONPATH', ROOT)  # the copied prepare.py finds dataset.py
     monkeypatch.setenv('TIKTOKEN_CACHE_DIR', str(tmp_path / 'empty_cache'))
     monkeypatch.setenv('HTTPS_PROXY', 'http://127.0.0.1:9')  # offline: nothing listens there
-    with pytest.raises(FileNotFoundError) as e:
+    with pytest.raises(FileNotFoundError, match='shakespeare'):
         dataset.ensure_data('shakespeare')
-    assert 'failed' in str(e.value) and '--input' not in str(e.value)
     err = capfd.readouterr().err
     url = 'https://openaipublic.blob.core.windows.net/gpt-2/encodings/main/vocab.bpe'
     assert f"cache ({tmp_path / 'empty_cache'}) lacks the gpt2 encoding's {url}" in err, err

@@ -8,12 +8,17 @@ Families (CASES): the Shakespeare variants (each row of variants.py with a confi
 masking-bug reproductions (model.py's leak=...), each at dropout 0 and 0.2, in float32 and bfloat16 (SETTINGS), on
 the CPU, one thread, a tiny shape.
 
-Floating point differs between processors (a CPU with bf16 units rounds bfloat16 matmuls otherwise than one
-without), so the fixture (tests/fixtures/numerics.json) records the processor kind and torch version it was made
-on. On a machine of that kind the test compares against the fixture; elsewhere it runs the same steps in the code
-of REFERENCE, taken from git history into a temporary folder, and compares against that. It never skips.
+The test runs half of that grid (COMPARED): each case in two settings that between them have both dtypes and both
+dropouts, the cases taking the two such pairs in turn, so that each setting is run by half the cases. The whole
+grid, 64 runs, was a minute of a CI core, and twice that where the reference had to run too.
 
-  python tests/test_numerics.py record        # the fixture, from the working tree (only at REFERENCE's arithmetic)
+Floating point differs between processors (a CPU with bf16 units rounds bfloat16 matmuls otherwise than one
+without), so the fixture (tests/fixtures/numerics.json) holds REFERENCE's numbers for the whole grid per processor
+kind and torch version. On a machine of a kind it holds the test compares against them; elsewhere it runs the same
+steps in the code of REFERENCE, taken from git history into a temporary folder, and compares against that. It never
+skips.
+
+  python tests/test_numerics.py record        # this machine's kind into the fixture, from REFERENCE's code
 """
 import contextlib
 import io
@@ -47,6 +52,9 @@ CASES = {**{name: (name, 'shakespeare_char', ['--block_size=16']) for name in SH
 SETTINGS = {f'{dtype}/dropout{p}': [f'--dtype={dtype}', f'--dropout={p}']
             for dtype in ('float32', 'bfloat16') for p in ('0.0', '0.2')}
 TIMING = ('tokens_per_sec', 'ms_per_iter', 'mfu')  # the clock's, not the arithmetic's
+GRID = [f'{name}/{setting}' for name in CASES for setting in SETTINGS]
+PAIRS = (('float32/dropout0.0', 'bfloat16/dropout0.2'), ('float32/dropout0.2', 'bfloat16/dropout0.0'))
+COMPARED = [f'{name}/{setting}' for i, name in enumerate(CASES) for setting in PAIRS[i % 2]]
 
 
 def processor():
@@ -77,42 +85,48 @@ def prepare_data(where):
     return dict(shakespeare_char=shakespeare, bigram_backcopy=bb, needle=os.path.join(where, 'needle'))
 
 
-def fingerprint(root, data, out):
-    """Every case in every setting through `root`'s train.cli in this process, one thread: {run: {key: values}}, the
-    values of each logged number in log order (train lines under 'train/...', evals under 'eval/...')."""
+def fingerprint(root, data, out, runs):
+    """The runs named ('case/dtype/dropoutP') through `root`'s train.cli in this process, one thread: {run: {key:
+    values}}, the values of each logged number in log order (train lines under 'train/...', evals under 'eval/...').
+    MFU's peak is a stub: timing it (ten 1024^3 matmuls a start) was half of every run's time, and only the MFU,
+    which is not compared, reads it."""
     sys.path.insert(0, root)
     import torch
+    import rundir
     import train
-    assert os.path.dirname(os.path.abspath(train.__file__)) == os.path.abspath(root), train.__file__
-    threads = torch.get_num_threads()
+    for module in (train, rundir):
+        assert os.path.dirname(os.path.abspath(module.__file__)) == os.path.abspath(root), module.__file__
+    threads, peak = torch.get_num_threads(), rundir.peak
     torch.set_num_threads(1)
-    runs, cwd = {}, os.getcwd()
+    rundir.peak = lambda device, dtype, threads=None: (1e12, 'a stub of the numerics test')
+    logged, cwd = {}, os.getcwd()
     try:
         os.chdir(root)
-        for name, (config, data_key, flags) in CASES.items():
-            for setting, setting_flags in SETTINGS.items():
-                run = f'{name}/{setting}'
-                out_dir = os.path.join(out, run.replace('/', '_'))
-                argv = [os.path.join('configs', config + '.py'), *SHAPE, *flags, *setting_flags,
-                        f'--dataset={data[data_key]}', f'--out_dir={out_dir}']
-                said = io.StringIO()
-                with contextlib.redirect_stdout(said), contextlib.redirect_stderr(said):
-                    code = train.cli(argv)
-                assert code == 0, f"{run}: train.py {' '.join(argv)} exited {code}:\n{said.getvalue()}"
-                values = {}
-                with open(os.path.join(out_dir, 'log.jsonl')) as f:
-                    for line in map(json.loads, f):
-                        for k, v in line.items():
-                            if k not in ('iter', 'kind', *TIMING) and isinstance(v, (int, float)):
-                                values.setdefault(f"{line['kind']}/{k}", []).append(v)
-                runs[run] = values
+        for run in runs:
+            name, setting = run.split('/', 1)
+            config, data_key, flags = CASES[name]
+            out_dir = os.path.join(out, run.replace('/', '_'))
+            argv = [os.path.join('configs', config + '.py'), *SHAPE, *flags, *SETTINGS[setting],
+                    f'--dataset={data[data_key]}', f'--out_dir={out_dir}']
+            said = io.StringIO()
+            with contextlib.redirect_stdout(said), contextlib.redirect_stderr(said):
+                code = train.cli(argv)
+            assert code == 0, f"{run}: train.py {' '.join(argv)} exited {code}:\n{said.getvalue()}"
+            values = {}
+            with open(os.path.join(out_dir, 'log.jsonl')) as f:
+                for line in map(json.loads, f):
+                    for k, v in line.items():
+                        if k not in ('iter', 'kind', *TIMING) and isinstance(v, (int, float)):
+                            values.setdefault(f"{line['kind']}/{k}", []).append(v)
+            logged[run] = values
     finally:
         os.chdir(cwd)
         torch.set_num_threads(threads)
-    return runs
+        rundir.peak = peak
+    return logged
 
 
-def reference_runs(tmp, data):
+def reference_runs(tmp, data, runs):
     """fingerprint() of REFERENCE's code (git archive into tmp), in a process of its own."""
     ref = os.path.join(tmp, 'reference')
     os.makedirs(ref)
@@ -122,7 +136,8 @@ def reference_runs(tmp, data):
         f"nothing to compare with: fetch the history (git fetch --unshallow) ({archive.stderr.decode()[-300:]})")
     subprocess.run(['tar', '-x', '-C', ref], input=archive.stdout, check=True)
     result = os.path.join(tmp, 'reference.json')
-    p = subprocess.run([sys.executable, os.path.abspath(__file__), 'run', ref, json.dumps(data), result],
+    p = subprocess.run([sys.executable, os.path.abspath(__file__), 'run', ref, json.dumps(data), json.dumps(runs),
+                        result],
                        capture_output=True, text=True, timeout=1200, env={**os.environ, 'OMP_NUM_THREADS': '1'})
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     with open(result) as f:
@@ -146,16 +161,31 @@ def differences(runs, expected):
     return lines
 
 
-def test_training_logs_the_reference_numbers_bit_for_bit(tmp_path):
+def write_fixture(kinds):
+    """The fixture, a run a line: [{processor, runs}] of REFERENCE's code."""
+    with open(FIXTURE, 'w') as f:
+        f.write('{"reference": "%s",\n "kinds": [\n' % REFERENCE)
+        f.write(',\n'.join(' {"processor": %s,\n  "runs": {\n' % json.dumps(k['processor'])
+                            + ',\n'.join(f'   {json.dumps(run)}: {json.dumps(v)}' for run, v in k['runs'].items())
+                            + '}}' for k in kinds) + '\n]}\n')
+
+
+def recorded():
+    """The fixture's runs for this machine's kind of processor, or None where it holds none."""
     with open(FIXTURE) as f:
         fixture = json.load(f)
+    assert fixture['reference'] == REFERENCE, f"{FIXTURE} holds {fixture['reference']}'s numbers, not {REFERENCE}'s"
+    return next((kind['runs'] for kind in fixture['kinds'] if kind['processor'] == processor()), None)
+
+
+def test_training_logs_the_reference_numbers_bit_for_bit(tmp_path):
     data = prepare_data(str(tmp_path / 'data'))
-    runs = fingerprint(ROOT, data, str(tmp_path / 'runs'))
-    if fixture['processor'] == processor():
-        expected, against = fixture['runs'], f"the fixture ({fixture['processor']})"
-    else:
-        expected, against = reference_runs(str(tmp_path), data), f"{REFERENCE}'s code on this machine"
-    assert set(expected) == {f'{n}/{s}' for n in CASES for s in SETTINGS}  # every case and setting compared
+    runs = fingerprint(ROOT, data, str(tmp_path / 'runs'), COMPARED)
+    expected, against = recorded(), f"the fixture ({processor()})"
+    if expected is None:
+        expected, against = reference_runs(str(tmp_path), data, COMPARED), f"{REFERENCE}'s code on this machine"
+    expected = {run: expected.get(run) for run in COMPARED}
+    assert None not in expected.values(), f"{against} lacks runs: {[r for r, v in expected.items() if v is None]}"
     bad = differences(runs, expected)
     assert not bad, (f"{len(bad)} of {len(runs)} runs log other numbers than {against}: a change of arithmetic "
                      f"(see the developers' rule: it goes in a commit of its own, its stale runs named):\n"
@@ -163,21 +193,20 @@ def test_training_logs_the_reference_numbers_bit_for_bit(tmp_path):
 
 
 if __name__ == '__main__':
-    if sys.argv[1:2] == ['run']:  # the reference's runs: python tests/test_numerics.py run ROOT DATA_JSON OUT_JSON
-        root, data, result = sys.argv[2], json.loads(sys.argv[3]), sys.argv[4]
+    if sys.argv[1:2] == ['run']:  # the reference's runs: python tests/test_numerics.py run ROOT DATA RUNS OUT_JSON
+        root, data, runs, result = sys.argv[2], json.loads(sys.argv[3]), json.loads(sys.argv[4]), sys.argv[5]
         with tempfile.TemporaryDirectory() as tmp:
-            runs = fingerprint(root, data, tmp)
+            logged = fingerprint(root, data, tmp, runs)
         with open(result, 'w') as f:
-            json.dump(runs, f)
+            json.dump(logged, f)
     elif sys.argv[1:] == ['record']:
         with tempfile.TemporaryDirectory() as tmp:
             os.environ['XDG_CACHE_HOME'] = tmp  # the CPU peak a run times stays out of the user's cache
             data = prepare_data(os.path.join(tmp, 'data'))
-            runs = fingerprint(ROOT, data, os.path.join(tmp, 'runs'))
-        os.makedirs(os.path.dirname(FIXTURE), exist_ok=True)
-        with open(FIXTURE, 'w') as f:
-            f.write('{"processor": %s,\n "reference": "%s",\n "runs": {\n' % (json.dumps(processor()), REFERENCE))
-            f.write(',\n'.join(f'  {json.dumps(run)}: {json.dumps(v)}' for run, v in runs.items()) + '\n}}\n')
-        print(f"{FIXTURE}: {len(runs)} runs")
+            logged = reference_runs(tmp, data, GRID)
+        with open(FIXTURE) as f:
+            kinds = [k for k in json.load(f)['kinds'] if k['processor'] != processor()]
+        write_fixture(kinds + [dict(processor=processor(), runs=logged)])
+        print(f"{FIXTURE}: {len(logged)} runs on {processor()}, beside {len(kinds)} other kinds")
     else:
         sys.exit(__doc__)

@@ -1,11 +1,10 @@
 """The Bigram-Backcopy task (data/bigram_backcopy), the setting in which the baseline grows a sink: its records
-obey the task's two rules, its loss floor is the exact predictor's loss, and every sink config trains on it and
-is analysed end to end."""
+obey the task's two rules, its loss floor is the exact predictor's loss, every sink config builds on it, and the
+baseline trains and is analysed end to end."""
 import glob
 import json
 import os
 import shutil
-import subprocess
 import sys
 
 import numpy as np
@@ -14,8 +13,10 @@ import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+import config  # noqa: E402
 from dataset import load_prepare  # noqa: E402
-from test_train import cli, script  # noqa: E402
+from model import GPT, GPTConfig  # noqa: E402
+from test_train import cli, refused, script  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures('one_thread', 'peak_once')  # conftest.py
 
@@ -67,8 +68,7 @@ def prepare(tmp_path, *args):
     d.mkdir(exist_ok=True)
     shutil.copy(os.path.join(ROOT, 'data', 'bigram_backcopy', 'prepare.py'), d / 'prepare.py')
     (tmp_path / 'text.txt').write_text(TEXT)
-    return d, subprocess.run([sys.executable, str(d / 'prepare.py'), f'--input={tmp_path / "text.txt"}', *args],
-                             capture_output=True, text=True)
+    return d, script(d / 'prepare.py', f'--input={tmp_path / "text.txt"}', *args)
 
 
 def test_prepare_writes_records_masks_and_meta_deterministically(tmp_path):
@@ -87,27 +87,33 @@ def test_prepare_writes_records_masks_and_meta_deterministically(tmp_path):
     assert first == {f: (d / f).read_bytes() for f in first}         # a pure function of --seed
 
 
-@pytest.mark.parametrize('args, says', [(['--k=0'], '--k 0'), (['--block_size=2'], 'at least 3 tokens'),
-                                        (['--input=/nonexistent.txt'], 'no such file')])
-def test_prepare_refuses_bad_arguments_and_writes_nothing(tmp_path, args, says):
+@pytest.mark.parametrize('args, named', [(['--k=0'], '--k 0'), (['--block_size=2'], '--block_size 2'),
+                                         (['--input=/nonexistent.txt'], '--input /nonexistent.txt')])
+def test_prepare_refuses_bad_arguments_and_writes_nothing(tmp_path, args, named):
     d, p = prepare(tmp_path, *args, '--n_train=5', '--n_val=5')
-    assert p.returncode != 0 and says in p.stderr
+    refused(p, named, code=2)
     assert sorted(os.listdir(d)) == ['prepare.py']
 
 
-def test_every_sink_config_trains_and_is_analysed(tmp_path):
+def test_every_sink_config_builds_and_one_trains_and_is_analysed(tmp_path):
+    """Every configs/bb_*.py is a model and optimizer of the task (two of them train in tests/test_numerics.py); the
+    baseline trains, analyze.py measures it, sample.py samples it."""
     d, p = prepare(tmp_path, '--block_size=16', '--n_train=64', '--n_val=16')
     assert p.returncode == 0, p.stderr
     cfgs = sorted(glob.glob(os.path.join(ROOT, 'configs', 'bb_*.py')))
     names = {os.path.basename(c)[3:-3] for c in cfgs}
     assert {'nanogpt_2L', 'softmax1_2L', 'gated_2L', 'gated_headwise_2L', 'orthoadam_2L',
             'softmax1_orthoadam_2L'} <= names
+    shape = [f'--dataset={d}', '--block_size=16', '--batch_size=4', '--device=cpu', '--n_embd=32']
     for cfg in cfgs:
-        out = tmp_path / os.path.basename(cfg)[:-3]
-        run = cli(cfg, f'--dataset={d}', '--block_size=16', '--max_iters=2', '--eval_interval=2', '--eval_iters=1',
-                  '--batch_size=4', '--device=cpu', '--n_embd=32', f'--out_dir={out}')
-        assert run.returncode == 0, cfg + run.stdout + run.stderr
+        c = config.parse_config([cfg, *shape])
+        model = GPT(GPTConfig(**{k: c[k] for k in config.MODEL_KEYS if k != 'vocab_size'}, vocab_size=66))
+        model.configure_optimizers(c['weight_decay'], c['learning_rate'], (c['beta1'], c['beta2']), c['optimizer'],
+                                   c['orthoadam_max_dim'], c['seed'])
     out = tmp_path / 'bb_nanogpt_2L'
+    run = cli(os.path.join(ROOT, 'configs', 'bb_nanogpt_2L.py'), *shape, '--max_iters=2', '--eval_interval=2',
+              '--eval_iters=1', f'--out_dir={out}')
+    assert run.returncode == 0, run.stdout + run.stderr
     a = script('analyze.py', f'--out_dir={out}', '--eval_iters=1', '--batch_size=4')
     assert a.returncode == 0, a.stderr
     res = json.load(open(out / 'analysis.json'))
@@ -116,7 +122,7 @@ def test_every_sink_config_trains_and_is_analysed(tmp_path):
     smp = script('sample.py', f'--out_dir={out}', '--start=the', '--num_samples=2', '--max_new_tokens=40', '--top_k=0')
     assert smp.returncode == 0, smp.stderr
     samples = smp.stdout.split('---------------\n')[:-1]
-    assert len(samples) == 2 and all(x.startswith('the') and '<s>' not in x for x in samples)
+    assert len(samples) == 2 and all(x.startswith('the') and set(x) <= set(TEXT) for x in samples)  # no '<s>'
     # the position-0 key every record starts with is BOS: uniform weights would give it mean_t 1 / (t + 1)
     assert res['overall']['first_token_uniform'] == pytest.approx(np.mean(1 / np.arange(2, 17)), rel=1e-6)
     assert 0 <= res['overall']['sink_heads'] <= 1

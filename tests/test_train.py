@@ -2,7 +2,9 @@
 import contextlib
 import io
 import json
+import multiprocessing
 import os
+import re
 import runpy
 import shlex
 import shutil
@@ -54,6 +56,7 @@ def in_process(main, argv, cwd=None):
     argv: the script's sys.argv. Not for runs that get a signal (the handler writes to the stdout's file number)."""
     out, err = io.StringIO(), io.StringIO()
     old_argv, old_cwd = sys.argv, os.getcwd()
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}  # a script may set its own
     sys.argv = [str(a) for a in argv]
     try:
         if cwd is not None:
@@ -69,6 +72,8 @@ def in_process(main, argv, cwd=None):
     finally:
         sys.argv = old_argv
         os.chdir(old_cwd)
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
     if code is None:
         code = 0
     elif not isinstance(code, int):
@@ -100,6 +105,84 @@ def train_cli(out_dir, *args, check=True):
     return cli(*TINY, f'--out_dir={out_dir}', *args, check=check)
 
 
+def stub(tmp_path, body=''):
+    """train.py's command line with `body` run first (e.g. a patch that poisons one rank's loss)."""
+    path = tmp_path / 'train_stub.py'
+    path.write_text(f"import os, signal, sys\nsys.path.insert(0, {ROOT!r})\nimport train, model\n{body}\n"
+                    f"if __name__ == '__main__':\n    sys.exit(train.cli(sys.argv[1:]))\n")
+    return str(path)
+
+
+def free_port():
+    """A TCP port on this machine that nothing listens on, for a process group's rendezvous (MASTER_PORT)."""
+    import socket
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+def forked(body, argv, env=None):
+    """train.cli(argv) in a process of its own, forked from this one: without an interpreter's start and a torch
+    import (seconds each), and on one thread. It sets `env`, runs `body` (a stub's patch, with os, signal, sys, train
+    and model at hand) and exits with train.cli's status, as stub() does. -> the started multiprocessing.Process;
+    what it prints goes to this process's stdout and stderr (capfd)."""
+    import model
+    import torch._dynamo  # noqa: F401: an optimizer's first step imports it; here, once, not once a process
+
+    def run():
+        torch.set_num_threads(1)
+        os.environ.update(env or {}, OMP_NUM_THREADS='1')
+        exec(body, dict(os=os, signal=signal, sys=sys, train=train, model=model))
+        sys.exit(train.cli([str(a) for a in argv]))
+    p = multiprocessing.get_context('fork').Process(target=run)
+    p.start()
+    return p
+
+
+def finished(*procs, timeout=300):
+    """The exit statuses of forked processes, once they end (killed after `timeout` s: None)."""
+    for p in procs:
+        p.join(timeout)
+        if p.exitcode is None:
+            p.kill()
+    return [p.exitcode for p in procs]
+
+
+def forked_ranks(body, argv, world=2, env=None):
+    """torchrun's ranks without torchrun: `world` forked processes (forked) with torchrun's environment (RANK,
+    LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) besides `env`. -> their exit statuses, by rank."""
+    port = free_port()
+    return finished(*[forked(body, argv, dict(env or {}, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(world),
+                                              MASTER_ADDR='127.0.0.1', MASTER_PORT=str(port)))
+                      for r in range(world)])
+
+
+def wait_for_training(out, timeout=180):
+    """Until log.jsonl has a training line: the run is past its step-0 eval and has trained a step."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if (out / 'log.jsonl').exists() and any(r['kind'] == 'train' for r in read_log(out)):
+            return
+        time.sleep(0.2)
+    raise TimeoutError(f'{out}: no training line in log.jsonl after {timeout} s')
+
+
+def one_line(text, *names):
+    """A message a user can act on: one line (no traceback), naming each of `names` (the key, its value, a path, the
+    flag that fixes it)."""
+    lines = text.strip().splitlines()
+    assert len(lines) == 1 and all(str(n) in lines[0] for n in names), (names, text)
+
+
+def refused(p, *names, code=1):
+    """A script's refusal as its command line gives it: exit status `code`, and as the last line of stderr (above it
+    only the run's notes, or argparse's usage) its one-line error ('error: ...', argparse's 'prog.py: error: ...', not
+    a traceback's last line) naming each of `names`."""
+    assert p.returncode == code, p.stdout + p.stderr
+    last = p.stderr.strip().splitlines()[-1]
+    assert re.match(r'(\S+\.py: )?error\b', last) and all(str(n) in last for n in names), (names, p.stderr)
+
+
 @pytest.fixture(scope='module')
 def run2(tmp_path_factory):
     """A finished run of 2 steps (TINY, evals at 0 and 2) to sample from and read; a test that changes it copies it."""
@@ -127,51 +210,46 @@ def test_config_file_include_and_overrides(tmp_path):
     assert cfg['n_kv_head'] is None and cfg['lambda_init'] == 0.5
 
 
+def config_error(argv):
+    """parse_config's refusal of argv: its message, one line."""
+    with pytest.raises(ValueError) as e:
+        config.parse_config(argv)
+    one_line(str(e.value))
+    return str(e.value)
+
+
 def test_config_errors(tmp_path):
-    with pytest.raises(ValueError, match=r"unknown config key 'learnig_rate'.*learning_rate"):
-        config.parse_config(['--learnig_rate=1e-3'])
-    with pytest.raises(ValueError, match=r"n_layer=2.5 has type float, expected int"):
-        config.parse_config(['--n_layer=2.5'])
-    with pytest.raises(ValueError, match=r"symmetric='yes' has type str, expected bool"):
-        config.parse_config(['--symmetric=yes'])
-    with pytest.raises(ValueError, match=r"dtype='fp8' must be one of"):
-        config.parse_config(['--dtype=fp8'])
+    """Each refusal names the key as given and what was meant: the closest key, the file and line, the fix."""
+    assert re.search(r"'learnig_rate'.*\blearning_rate\b", config_error(['--learnig_rate=1e-3']))
+    assert 'n_layer=2.5' in config_error(['--n_layer=2.5']) and "symmetric='yes'" in config_error(['--symmetric=yes'])
+    assert all(f"'{d}'" in config_error(['--dtype=fp8']) for d in config.CHOICES['dtype'])
     (tmp_path / 'bad.py').write_text("n_layr = 3\n")
-    with pytest.raises(ValueError, match=r"bad.py, line 1: unknown config key 'n_layr'.*n_layer"):
-        config.parse_config([str(tmp_path / 'bad.py')])
-    with pytest.raises(ValueError, match="not found"):
-        config.parse_config([str(tmp_path / 'nope.py')])
-    # a space for the '=': said as such, with the fix (it was read as a missing config file '2')
-    with pytest.raises(ValueError, match=r"'--max_iters' should be --key=value \(write --max_iters=2\)"):
-        config.parse_config(['configs/nanogpt_3L.py', '--max_iters', '2'])
-    with pytest.raises(ValueError, match=r"'--compile' should be --key=value$"):
-        config.parse_config(['--compile', '--max_iters=2'])
+    assert re.search(r"bad\.py, line 1\b.*'n_layr'.*\bn_layer\b", config_error([str(tmp_path / 'bad.py')]))
+    assert str(tmp_path / 'nope.py') in config_error([str(tmp_path / 'nope.py')])
+    # a space for the '=' (it was read as a missing config file '2'): the fix, as a whole flag
+    assert '--max_iters=2' in config_error(['configs/nanogpt_3L.py', '--max_iters', '2'])
+    assert "'--compile'" in config_error(['--compile', '--max_iters=2'])
 
 
 def test_overrides_win_wherever_they_stand_and_config_file_errors_name_their_line(tmp_path):
     """`--max_iters=2 configs/x.py` means what `configs/x.py --max_iters=2` means (usage: files first, then
-    overrides); a typo inside a config file is one line naming the file and the line, not a traceback."""
+    overrides); a typo inside a config file is one line naming the file, the line and Python's error."""
     cfg = config.parse_config(['--n_layer=5', '--max_iters=2', os.path.join(ROOT, 'configs', 'diff_sym_6L.py')])
     assert (cfg['n_layer'], cfg['max_iters'], cfg['attn']) == (5, 2, 'diff')  # the base config sets max_iters
     (tmp_path / 'syntax.py').write_text("n_layer = 3\nbatch_size = 4 +\n")
-    with pytest.raises(ValueError, match=r"syntax\.py, line 2: SyntaxError"):
-        config.parse_config([str(tmp_path / 'syntax.py')])
+    assert 'syntax.py, line 2: SyntaxError' in config_error([str(tmp_path / 'syntax.py')])
     (tmp_path / 'name.py').write_text("n_layer = 3\nn_head = heads\n")
-    with pytest.raises(ValueError, match=r"name\.py, line 2: NameError: name 'heads' is not defined"):
-        config.parse_config([str(tmp_path / 'name.py')])
-    p = cli(tmp_path / 'name.py')
-    assert p.returncode == 1 and 'Traceback' not in p.stderr and 'name.py, line 2' in p.stderr
+    assert re.search(r"name\.py, line 2: NameError\b.*'heads'", config_error([str(tmp_path / 'name.py')]))
+    refused(cli(tmp_path / 'name.py'), 'name.py, line 2')
 
 
 def test_a_leak_in_a_causal_run_says_to_set_causal_false():
-    with pytest.raises(ValueError, match=r"leak='zero_future' reproduces a causal-mask bug.*--causal=False"):
-        config.parse_config(['--leak=zero_future'])
+    assert re.search(r"leak='zero_future'.*--causal=False", config_error(['--leak=zero_future']))
     assert config.parse_config(['--leak=off_by_one', '--causal=False'])['leak'] == 'off_by_one'
 
 
 def test_every_config_key_is_in_the_docs_config_tables():
     """Config keys are documented in one place: a row of docs/config.md's tables names each key train.py accepts."""
-    import re
     with open(os.path.join(ROOT, 'docs', 'config.md')) as f:
         first_cells = [line.split('|')[1] for line in f if line.startswith('|')]
     named = {k for cell in first_cells for k in re.findall(r'`([a-z_0-9]+)`', cell)}
@@ -189,9 +267,8 @@ def test_learning_rate_schedule():
 
 
 def test_cli_reports_config_error_without_traceback(tmp_path):
-    p = train_cli(tmp_path / 'o', '--attn=difff', check=False)
-    assert p.returncode == 1
-    assert "attn='difff' is not one of" in p.stderr and 'Traceback' not in p.stderr
+    refused(train_cli(tmp_path / 'o', '--attn=difff', check=False), "attn='difff'", "'diff'")
+    assert not (tmp_path / 'o').exists()
 
 
 # --- training
@@ -228,24 +305,6 @@ def test_short_run_learns_and_writes_logs(tmp_path):
         l_init = 0.8 - 0.6 * torch.exp(torch.tensor(-0.3 * (r['layer'] - 1), dtype=torch.float64)).item()
         assert (r['lambda_1'], r['lambda_2']) == pytest.approx((l1, l2), rel=1e-6)
         assert r['lambda_full'] == pytest.approx(l1 - l2 + l_init, abs=1e-6)
-
-
-def test_resume_is_exact(tmp_path):
-    common = ['--max_iters=8', '--lr_decay_iters=8', '--eval_interval=4', '--dropout=0.1', '--attn=diff',
-              '--symmetric=True']
-    straight, split = tmp_path / 'straight', tmp_path / 'split'
-    train_cli(straight, *common)
-    train_cli(split, *common[1:], '--max_iters=4')
-    run_train(split, *common, '--init_from=resume')  # a process of its own: all it has is ckpt.pt
-    a, b = read_log(straight), read_log(split)
-    assert [(r['iter'], r['kind']) for r in a] == [(r['iter'], r['kind']) for r in b]
-    for ra, rb in zip(a, b):
-        key = 'loss' if ra['kind'] == 'train' else 'val_loss'
-        assert ra[key] == rb[key], (ra, rb)
-    ma, _ = load_checkpoint(str(straight / 'ckpt.pt'))
-    mb, _ = load_checkpoint(str(split / 'ckpt.pt'))
-    for (n, p), q in zip(ma.state_dict().items(), mb.state_dict().values()):
-        assert torch.equal(p, q), n
 
 
 TIMING = ('tokens_per_sec', 'ms_per_iter', 'mfu')
@@ -325,7 +384,7 @@ def test_best_pt_holds_the_lowest_val_loss_and_ckpt_pt_the_last_state(tmp_path):
     assert last_ckpt['iter_num'] == 8 and 'optimizer' in last_ckpt
     assert not torch.equal(mb.lm_head.weight, ml.lm_head.weight)
     os.rename(out / 'ckpt.pt', tmp_path / 'moved.pt')
-    with pytest.raises(FileExistsError, match='best.pt exists'):  # a scratch run must not replace it either
+    with pytest.raises(FileExistsError, match=re.escape(str(out / 'best.pt'))):  # nor may a scratch run replace it
         train.main([*TINY, f'--out_dir={out}', '--max_iters=2'])
     assert load_checkpoint(str(out / 'best.pt'))[1]['iter_num'] == best['iter']
 
@@ -334,37 +393,43 @@ def test_scratch_refuses_to_overwrite_a_checkpoint(tmp_path, run2):
     out = tmp_path / 'o'
     shutil.copytree(run2, out)
     before = (out / 'ckpt.pt').read_bytes()
-    p = train_cli(out, '--max_iters=2', check=False)
-    assert p.returncode == 1 and '--init_from=resume' in p.stderr
+    refused(train_cli(out, '--max_iters=2', check=False), out / 'ckpt.pt', '--init_from=resume')
     assert (out / 'ckpt.pt').read_bytes() == before
-    p = train_cli(tmp_path / 'none', '--init_from=resume', check=False)
-    assert p.returncode == 1 and 'no checkpoint at' in p.stderr
+    refused(train_cli(tmp_path / 'none', '--init_from=resume', check=False), tmp_path / 'none' / 'ckpt.pt')
 
 
-def test_sigterm_saves_a_checkpoint_and_the_resume_command_it_prints_works_as_typed(tmp_path):
-    """SIGTERM during training: ckpt.pt at the step it stopped at, exit 130, and the command to continue, which,
-    typed as printed (in the folder train.py is in), resumes at that iteration, says so, and finishes the run."""
-    out = tmp_path / 'o'
-    cmd = [sys.executable, os.path.join(ROOT, 'train.py'), *TINY, f'--out_dir={out}', '--max_iters=300',
-           '--lr_decay_iters=300', '--eval_interval=100000']
-    p = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.time() + 120
-    while time.time() < deadline:  # wait for training to be under way
-        line = p.stdout.readline()
-        if line.startswith('iter 3:'):
-            break
-    p.send_signal(signal.SIGTERM)
-    rest = p.communicate(timeout=120)[0]
-    assert p.returncode == 130, rest
-    _, ckpt = load_checkpoint(str(out / 'ckpt.pt'))
-    assert 3 <= ckpt['iter_num'] < 300 and not (out / 'summary.json').exists(), rest  # stopped, not finished
-    typed = next(l for l in rest.splitlines() if 'stopped at iteration' in l).split('continue with: ')[1]
-    argv = shlex.split(typed)
-    assert argv[:2] == ['python', 'train.py'], typed
-    p = cli(*argv[2:])
-    assert p.returncode == 0, p.stdout + p.stderr
-    assert f"{out / 'ckpt.pt'} at iteration {ckpt['iter_num']}" in p.stdout, p.stdout
-    assert json.load(open(out / 'summary.json'))['iter'] == 300
+SIGTERM_AT_5 = '''
+step = train.Run.train_step
+def step_then_sigterm(run):
+    if run.iter_num == 5 and run.start_iter == 0:  # SIGTERM, during the step from iteration 5 to 6
+        os.kill(os.getpid(), signal.SIGTERM)
+    return step(run)
+train.Run.train_step = step_then_sigterm
+'''
+
+
+def test_a_sigterm_saves_and_the_resume_command_it_prints_continues_the_run_exactly(tmp_path, capfd):
+    """SIGTERM during training, in a process of its own (all the resume has is ckpt.pt): exit 130, ckpt.pt at the
+    step it stopped at, not finished. The command it prints (the folder alone: every setting comes back from
+    ckpt.pt), typed as printed in train.py's folder, resumes it there, and the run ends with the log and the weights
+    of the run trained straight: dropout's masks, Diff's lambdas and the data order come back too."""
+    common = ['--max_iters=8', '--lr_decay_iters=8', '--eval_interval=4', '--dropout=0.1', '--attn=diff',
+              '--symmetric=True']
+    straight, split = tmp_path / 'straight', tmp_path / 'split'
+    assert finished(forked(SIGTERM_AT_5, [*TINY, f'--out_dir={split}', *common])) == [130]
+    assert load_checkpoint(str(split / 'ckpt.pt'))[1]['iter_num'] == 6 and not (split / 'summary.json').exists()
+    typed = next(line for line in capfd.readouterr().out.splitlines() if '--init_from=resume' in line)
+    argv = shlex.split(typed[typed.index('python train.py'):])
+    assert argv[2:] == [f'--out_dir={split}', '--init_from=resume'], typed
+    cli(*argv[2:], check=True)
+    train_cli(straight, *common)
+    a, b = read_log(straight), read_log(split)
+    assert [(r['iter'], r['kind']) for r in a] == [(r['iter'], r['kind']) for r in b]  # each line once
+    for ra, rb in zip(a, b):
+        assert {k: v for k, v in ra.items() if k not in TIMING} == {k: v for k, v in rb.items() if k not in TIMING}
+    for (n, x), y in zip(load_checkpoint(str(straight / 'ckpt.pt'))[0].state_dict().items(),
+                         load_checkpoint(str(split / 'ckpt.pt'))[0].state_dict().values()):
+        assert torch.equal(x, y), n
 
 
 def test_a_resume_of_a_missing_out_dir_offers_the_run_folders_beside_it_never_itself(tmp_path, run2):
@@ -373,15 +438,16 @@ def test_a_resume_of_a_missing_out_dir_offers_the_run_folders_beside_it_never_it
     runs = tmp_path / 'out'
     shutil.copytree(run2, runs / 'diff_sym_6L')
     shutil.copytree(run2, runs / 'nanogpt_6L')
+    offered = lambda p: [w.rstrip('?,;.') for w in p.stderr.split() if w.startswith('--out_dir=')]  # noqa: E731
     p = cli(*TINY, f'--out_dir={runs / "diff_sym_6l"}', '--init_from=resume', '--max_iters=2')
-    assert p.returncode == 1 and 'Traceback' not in p.stderr, p.stderr
-    offered = [w.rstrip('?,') for w in p.stderr.split() if w.startswith('--out_dir=')]
-    assert offered == [f'--out_dir={runs / "diff_sym_6L"}'], p.stderr
-    assert cli(*TINY, offered[0], '--init_from=resume', '--max_iters=3', '--lr_decay_iters=3').returncode == 0
+    refused(p)
+    assert offered(p) == [f'--out_dir={runs / "diff_sym_6L"}'], p.stderr
+    assert cli(*TINY, offered(p)[0], '--init_from=resume', '--max_iters=3', '--lr_decay_iters=3').returncode == 0
     (runs / 'nanogpt_6L' / 'ckpt.pt').unlink()  # a record: summary.json and log.jsonl, no checkpoint
     p = cli(*TINY, f'--out_dir={runs / "nanogpt_6L"}', '--init_from=resume', '--max_iters=4', '--lr_decay_iters=4')
-    assert p.returncode == 1 and str(runs / 'diff_sym_6L') in p.stderr, p.stderr
-    assert str(runs / 'nanogpt_6L') not in p.stderr.split('; ', 1)[1], p.stderr
+    refused(p, runs / 'nanogpt_6L' / 'ckpt.pt')
+    listed = [w.rstrip(',;.') for w in p.stderr.split(';', 1)[1].split() if w.startswith(str(runs))]
+    assert listed == [str(runs / 'diff_sym_6L')], p.stderr  # the folder with a checkpoint, not the record itself
 
 
 def ignore_sigint():
@@ -389,43 +455,75 @@ def ignore_sigint():
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-# moments of a short run (40 steps, evaluations of 20 batches at 0, 10, 20, 30, 40, ckpt.pt every 5 steps): a delay
-# after the start (the imports), or the line of the output after which the signal goes
-MOMENTS = [(None, 'device cpu', signal.SIGTERM), (None, 'step 0:', signal.SIGINT), (None, 'iter 10:', signal.SIGTERM),
-           (None, 'step 40:', signal.SIGINT)]
-
-
-@pytest.mark.parametrize('delay,line,sig', MOMENTS)
-def test_a_signal_at_any_moment_stops_the_run_with_130(tmp_path, delay, line, sig):
-    """Started as a background job (SIGINT ignored, as a non-interactive shell's `cmd &` has it: the run's own handler
-    hears it all the same), the run gets a signal at each moment: before its first step it ends at once with 130 and
-    a line, nothing saved; after, it stops with 130 and a checkpoint, and says where it stopped."""
+def test_a_background_job_hears_sigint_and_saves(tmp_path):
+    """Started as a background job (SIGINT ignored, as a non-interactive shell's `cmd &` has it), a run in training
+    gets SIGINT from another process: its own handler hears it all the same, and it stops with 130 and ckpt.pt."""
     out = tmp_path / 'o'
-    cmd = [sys.executable, os.path.join(ROOT, 'train.py'), *TINY, f'--out_dir={out}', '--max_iters=40',
-           '--eval_interval=10', '--eval_iters=20', '--ckpt_interval=5']
-    p = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                         preexec_fn=ignore_sigint)
-    said = ''
-    if delay is not None:
-        time.sleep(delay)
-    else:
-        while line not in said and p.poll() is None:
-            said += p.stdout.readline()
-    alive = p.poll() is None
-    if alive:
-        p.send_signal(sig)
-    said += p.communicate(timeout=300)[0]
-    if not alive:  # the run ended before the moment: it finished
-        assert p.returncode == 0 and (out / 'summary.json').exists(), said
-        return
-    trained = (out / 'ckpt.pt').exists()
-    if not trained:
-        assert p.returncode in (130, -sig) and 'Traceback' not in said, said
-        assert p.returncode == -sig or 'before the first step' in said, said
-        return
-    assert p.returncode == 130 and f'{sig.name} received' in said and 'Traceback' not in said, said
-    if not (out / 'summary.json').exists():  # stopped, not finished: resumable where it stopped
-        assert f'stopped at iteration {load_checkpoint(str(out / "ckpt.pt"))[1]["iter_num"]}' in said, said
+    p = subprocess.Popen([sys.executable, os.path.join(ROOT, 'train.py'), *TINY, f'--out_dir={out}',
+                          '--max_iters=1000000', '--eval_interval=1000000'], cwd=ROOT, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True, preexec_fn=ignore_sigint)
+    try:
+        wait_for_training(out)
+    finally:
+        p.send_signal(signal.SIGINT)
+        said = p.communicate(timeout=300)[0]
+    assert p.returncode == 130 and load_checkpoint(str(out / 'ckpt.pt'))[1]['iter_num'] > 0, said
+    assert not (out / 'summary.json').exists()
+
+
+def signal_in(monkeypatch, owner, name, sig, nth=1, after=False):
+    """owner.name (a function train.py calls) sends `sig` to this process at its nth call, as it begins (or, after,
+    once it has returned); -> the numbers of the calls that ran to their end after the signal was sent."""
+    fn, calls, sent, ended = getattr(owner, name), [], [], []
+
+    def with_signal(*a, **k):
+        calls.append(1)
+        if len(calls) == nth and not after:
+            sent.append(os.kill(os.getpid(), sig))
+        n, value = len(calls), fn(*a, **k)
+        if sent:
+            ended.append(n)
+        if n == nth and after:
+            sent.append(os.kill(os.getpid(), sig))
+        return value
+    monkeypatch.setattr(owner, name, with_signal)
+    return ended
+
+
+def test_a_signal_during_start_up_ends_the_run_at_once_with_nothing_written(tmp_path, monkeypatch):
+    """Ctrl-C while the run still starts (here as its causality check begins: seconds of forwards for a large model):
+    nothing is trained, so nothing is saved, and the stop lands at once: the check never finishes. Exit 130, one
+    line."""
+    ended = signal_in(monkeypatch, train, 'check_causal', signal.SIGINT)
+    p = train_cli(tmp_path / 'o', '--max_iters=4', check=False)
+    lines = p.stderr.strip().splitlines()  # the run's note (its size), then the stop
+    assert p.returncode == 130 and ended == [] and len(lines) == 2 and 'SIGINT' in lines[1], p.stdout + p.stderr
+    assert not (tmp_path / 'o' / 'ckpt.pt').exists() and not (tmp_path / 'o' / 'log.jsonl').exists()
+
+
+def test_a_signal_during_an_evaluation_stops_at_its_batch_and_the_resume_evaluates(tmp_path, straight, monkeypatch):
+    """SIGTERM in the evaluation at iteration 4 (its first batch; 2 a split, 2 splits): the stop lands at the end of
+    that batch; ckpt.pt is iteration 4, its eval not logged, and the resume evaluates it once, as the straight run
+    did."""
+    ended = signal_in(monkeypatch, train, 'batch_losses', signal.SIGTERM, nth=5)  # 4 at iteration 0
+    out = tmp_path / 'o'
+    assert train.main([*TINY, *STOP_RUN, f'--out_dir={out}']) == 130
+    assert ended == [5]  # the batch in progress, and no other
+    assert load_checkpoint(str(out / 'ckpt.pt'))[1]['iter_num'] == 4
+    assert [r['iter'] for r in read_log(out) if r['kind'] == 'eval'] == [0]
+    monkeypatch.undo()
+    assert train.main([*TINY, *STOP_RUN, f'--out_dir={out}', '--init_from=resume']) == 0
+    assert [(r['iter'], r['kind']) for r in read_log(out)] == [(r['iter'], r['kind']) for r in read_log(straight)]
+
+
+def test_a_signal_in_the_final_writes_finds_the_run_finished_and_is_heard(tmp_path, monkeypatch):
+    """SIGINT after the last step's poll, as summary.json is written: the run is finished and saved, and the exit
+    status still says it was stopped (130)."""
+    signal_in(monkeypatch, train, 'write_summary', signal.SIGINT, after=True)
+    out = tmp_path / 'o'
+    assert train.main([*TINY, '--max_iters=2', '--eval_interval=2', f'--out_dir={out}']) == 130
+    assert json.load(open(out / 'summary.json'))['finished']
+    assert load_checkpoint(str(out / 'ckpt.pt'))[1]['iter_num'] == 2
 
 
 def test_nonfinite_loss_stops_and_keeps_last_good_checkpoint(tmp_path, monkeypatch, capsys):
@@ -449,7 +547,7 @@ def test_nonfinite_loss_stops_and_keeps_last_good_checkpoint(tmp_path, monkeypat
         guard(*a, **k)
         poisoned.calls = 0
     monkeypatch.setattr(train, 'check_causal', guard_then_count)
-    with pytest.raises(FloatingPointError, match='non-finite training loss at iteration 7'):
+    with pytest.raises(FloatingPointError, match=r'\biteration 7\b'):
         train.main([*TINY, f'--out_dir={out}', '--max_iters=12', '--eval_interval=4', '--init_from=resume'])
     assert (out / 'ckpt.pt').read_bytes() == good
 
@@ -468,8 +566,7 @@ def test_a_model_that_sees_later_tokens_stops_before_training(tmp_path, monkeypa
         train.main([*TINY, f'--out_dir={out}', '--max_iters=2'])
     assert not (out / 'ckpt.pt').exists() and not (out / 'log.jsonl').exists()
     monkeypatch.undo()
-    p = train_cli(tmp_path / 'nc', '--max_iters=2', '--causal=False')
-    assert 'not a causal language model' in p.stdout
+    train_cli(tmp_path / 'nc', '--max_iters=2', '--causal=False')  # no check where the model is not causal
 
 
 def test_eval_only_evaluates_a_checkpoint_off_the_schedule_and_writes_nothing(tmp_path):
@@ -477,9 +574,9 @@ def test_eval_only_evaluates_a_checkpoint_off_the_schedule_and_writes_nothing(tm
     assert main_stopped_at(out, 3, '--max_iters=10', '--eval_interval=2') == 130  # a checkpoint at iteration 3
     before = {f: (out / f).read_bytes() for f in ('ckpt.pt', 'log.jsonl', 'best.pt')}
     p = train_cli(out, '--max_iters=10', '--eval_interval=2', '--init_from=resume', '--eval_only=True')
-    assert 'step 3: train loss' in p.stdout
+    assert 'step 3:' in p.stdout, p.stdout  # the eval line, of the checkpoint's iteration
     p = train_cli(out, '--init_from=resume', '--eval_only=True')  # the run's schedule need not be repeated
-    assert 'step 3: train loss' in p.stdout
+    assert 'step 3:' in p.stdout, p.stdout
     assert {f: (out / f).read_bytes() for f in before} == before and not (out / 'summary.json').exists()
 
 
@@ -490,8 +587,7 @@ def test_resuming_a_finished_run_trains_and_rewrites_nothing(tmp_path, run2):
     shutil.copytree(run2, out)
     files = ('summary.json', 'ckpt.pt', 'best.pt', 'log.jsonl')
     before = {f: (out / f).read_bytes() for f in files}
-    p = train_cli(out, '--max_iters=2', '--eval_interval=2', '--init_from=resume', '--batch_size=4')
-    assert 'finished at iteration 2' in p.stdout and 'nothing rewritten' in p.stdout
+    train_cli(out, '--max_iters=2', '--eval_interval=2', '--init_from=resume', '--batch_size=4')
     assert {f: (out / f).read_bytes() for f in files} == before
     p = train_cli(out, '--max_iters=3', '--eval_interval=2', '--init_from=resume')  # extended: it trains on
     assert json.load(open(out / 'summary.json'))['iter'] == 3
@@ -514,56 +610,58 @@ def test_a_stopped_and_resumed_run_reports_the_whole_run_s_time_and_tokens(tmp_p
 def test_resume_past_max_iters_is_an_error(tmp_path):
     out = tmp_path / 'o'
     train_cli(out, '--max_iters=4', '--eval_interval=2')
-    p = train_cli(out, '--max_iters=2', '--eval_interval=2', '--init_from=resume', check=False)
-    assert p.returncode == 1 and 'is at iteration 4, past max_iters=2' in p.stderr
+    refused(train_cli(out, '--max_iters=2', '--eval_interval=2', '--init_from=resume', check=False), 'iteration 4',
+            'max_iters=2')
+
+
+DDP_KILLED_AT_8 = '''
+import rundir
+rundir.peak = lambda device, dtype, threads: (1e12, 'a stub')  # MFU against a known peak
+step = train.Run.train_step
+def step_or_die(run):
+    if run.iter_num == 8:  # a hard kill of every rank (a lost node): no handler runs, nothing is saved
+        os.kill(os.getpid(), 9)
+    return step(run)
+train.Run.train_step = step_or_die
+'''
 
 
 def test_ddp_two_processes_equal_one_with_double_accumulation(tmp_path, monkeypatch):
-    # eval_iters=3: rank 0 evaluates batches 0 and 2, rank 1 batch 1; the mean must be one process's. With
-    # eval_group=2 each rank has one group, rank 1's filled up with a copy whose loss is dropped
-    common = ['--max_iters=3', '--lr_decay_iters=3', '--eval_interval=3', '--dropout=0.1', '--attn=diff',
-              '--gradient_accumulation_steps=2', '--eval_iters=3']
+    """Two processes of one micro-batch each (ranks as torchrun starts them: forked_ranks) train as one process of
+    two. Their eval at 0 is one process's
+    (eval_iters=3: rank 0 evaluates batches 0 and 2, rank 1 batch 1; with eval_group=2 each rank has one group, rank
+    1's filled up with a copy whose loss is dropped), and so is each step's logged loss (the mean over every
+    micro-batch of every rank). ckpt_interval's save is collective (the weights' finiteness check), so every rank
+    must reach it at the same steps: killed at iteration 8, the run has ckpt.pt at 6, and one process resumed from it
+    ends with the weights of the one-process run."""
+    common = ['--max_iters=10', '--lr_decay_iters=10', '--eval_interval=100', '--dropout=0.1', '--attn=diff',
+              '--gradient_accumulation_steps=2', '--eval_iters=3', '--ckpt_interval=3']
     one, two = tmp_path / 'one', tmp_path / 'two'
-    # train.py with a stubbed device peak, so that the logged MFU can be checked exactly: the one process here, on
-    # one thread as each rank (OMP_NUM_THREADS=1)
-    stub = tmp_path / 'train_stub_peak.py'
-    stub.write_text(f"import sys\nsys.path.insert(0, {ROOT!r})\nimport rundir, train\n"
-                    f"rundir.peak = lambda device, dtype, threads: (1e12, 'a stub')\nsys.exit(train.main(sys.argv[1:]))\n")
     monkeypatch.setattr(rundir, 'peak', lambda device, dtype, threads: (1e12, 'a stub'))
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        assert train.main([*TINY, f'--out_dir={one}', *common]) == 0
-    finally:
-        torch.set_num_threads(threads)
-    p = subprocess.run([sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2', str(stub),
-                        *TINY, f'--out_dir={two}', *common, '--eval_group=2'], cwd=ROOT, capture_output=True, text=True,
-                       env=dict(os.environ, OMP_NUM_THREADS='1'), timeout=600)
-    assert p.returncode == 0, p.stdout + p.stderr
-    assert '(2 processes)' in p.stdout and p.stderr.count('number of parameters') == 1, p.stderr  # once, not a rank
-    ma, _ = load_checkpoint(str(one / 'ckpt.pt'))
-    mb, _ = load_checkpoint(str(two / 'ckpt.pt'))
-    for (n, a), b in zip(ma.state_dict().items(), mb.state_dict().values()):
-        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6, msg=n)
-    sa, sb = json.load(open(one / 'summary.json')), json.load(open(two / 'summary.json'))
-    assert sa['final_val_loss'] == pytest.approx(sb['final_val_loss'], abs=1e-5)
-    assert sb['world_size'] == 2
-    # the logged training loss is the mean over every micro-batch of the step, on all ranks: the 1-process loss
-    la, lb = ([r for r in read_log(d) if r['kind'] == 'train'] for d in (one, two))
-    assert len(la) == len(lb) == 3
+    assert train.main([*TINY, f'--out_dir={one}', *common]) == 0  # on one thread, as each rank (OMP_NUM_THREADS)
+    assert forked_ranks(DDP_KILLED_AT_8, [*TINY, f'--out_dir={two}', *common, '--eval_group=2']) == [-9, -9]
+    assert load_checkpoint(str(two / 'ckpt.pt'))[1]['iter_num'] == 6
+    la, lb = read_log(one), read_log(two)
+    assert [(r['iter'], r['kind']) for r in lb] == [(r['iter'], r['kind']) for r in la[:len(lb)]] and len(lb) == 9
     for ra, rb in zip(la, lb):
-        assert ra['loss'] == pytest.approx(rb['loss'], abs=1e-5), (ra, rb)
+        key = 'loss' if ra['kind'] == 'train' else 'val_loss'
+        assert ra[key] == pytest.approx(rb[key], abs=1e-5), (ra, rb)
     # MFU on a CPU: the ranks share one processor, so the whole step's FLOPs over the peak of all their threads (a
     # rank's share over a one-thread peak read 32% against one process's 17% at 77cf1f7)
-    for log in (la, lb):
-        for r in log:
-            assert r['mfu'] == pytest.approx(ma.flops_per_token(32) * r['tokens_per_sec'] / 1e12, rel=1e-9)
+    flops = load_checkpoint(str(one / 'ckpt.pt'))[0].flops_per_token(32)
+    for r in la + lb:
+        if r['kind'] == 'train':
+            assert r['mfu'] == pytest.approx(flops * r['tokens_per_sec'] / 1e12, rel=1e-9)
+    train_cli(two, *common, '--init_from=resume')  # one process, the same micro-batches
+    ma, mb = (load_checkpoint(str(d / 'ckpt.pt'))[0] for d in (one, two))
+    for (n, a), b in zip(ma.state_dict().items(), mb.state_dict().values()):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6, msg=n)
 
 
 def test_ddp_rejects_indivisible_accumulation():
     env = dict(os.environ, RANK='0', LOCAL_RANK='0', WORLD_SIZE='2', MASTER_ADDR='127.0.0.1', MASTER_PORT='29599')
     # fails before any process group is joined, so a single process can check the message
-    with pytest.raises(ValueError, match='must be divisible by the number of processes.*--gradient_accumulation_steps=4'):
+    with pytest.raises(ValueError, match=r'gradient_accumulation_steps=3\b.*--gradient_accumulation_steps=4'):
         old = dict(os.environ)
         os.environ.update(env)
         try:
@@ -635,7 +733,8 @@ def test_ddp_ranks_train_in_rank0s_dtype_and_stop_at_the_same_step(tmp_path):
     with socket.socket() as s:
         s.bind(('127.0.0.1', 0))
         port = s.getsockname()[1]
-    torch.multiprocessing.spawn(_rank_dtype, args=(port, str(tmp_path)), nprocs=2)
+    # forked: two ranks of their own without an interpreter's start and a torch import each (spawn's seconds)
+    torch.multiprocessing.start_processes(_rank_dtype, args=(port, str(tmp_path)), nprocs=2, start_method='fork')
     assert [(tmp_path / f'rank{r}').read_text() for r in (0, 1)] == ['float32 nullcontext [True, False]'] * 2
 
 
@@ -644,12 +743,10 @@ def test_ddp_ranks_train_in_rank0s_dtype_and_stop_at_the_same_step(tmp_path):
 def test_cuda_graph_refuses_what_a_replay_cannot_do_and_auto_runs_eagerly_there(tmp_path):
     """cuda_graph=True is refused with the reason where a replay cannot run; None (auto, the default) runs eagerly
     there and says why on a GPU; on a CPU it is off and summary.json says so."""
-    with pytest.raises(ValueError, match=r"cuda_graph=True cannot run here: not a CUDA device \(this run is on cpu\); "
-                                         r"drop --cuda_graph"):
+    with pytest.raises(ValueError, match=r"cuda_graph=True\b.*\bcpu\b.*--cuda_graph"):
         train.main([*TINY, f'--out_dir={tmp_path / "o"}', '--cuda_graph=True'])
     assert not (tmp_path / 'o').exists()
-    with pytest.raises(ValueError, match=r"compile_mode='fast' must be one of"):
-        config.parse_config(['--compile_mode=fast'])
+    assert all(f"'{m}'" in config_error(['--compile_mode=fast']) for m in config.CHOICES['compile_mode'])
     gpu = dict(ddp=False, rank=0, local_rank=0, world=1, device='cuda', device_type='cuda', dtype='bfloat16',
                autocast=contextlib.nullcontext(), compile=False, accum=1)
     cfg = config.parse_config([])
@@ -680,13 +777,11 @@ def test_evaluation_in_groups_gives_the_loss_of_one_batch_at_a_time(data, over, 
     over a sequence's positions)."""
     if data == 'needle':
         data = str(request.getfixturevalue('small_needle'))  # conftest.py: records of 33 tokens
-    else:
-        dataset.ensure_data(data)
+    elif data == 'bigram_backcopy':
+        data = str(request.getfixturevalue('small_bigram_backcopy')(32))  # likewise
     args = ['--n_layer=2', '--n_head=2', '--n_embd=32', '--block_size=32', '--batch_size=4', '--device=cpu',
             '--dtype=float32', '--compile=False', f'--dataset={data}', '--eval_iters=7', '--seed=3']
     args += [f'--{k}={v}' for k, v in over.items()]
-    if data == 'bigram_backcopy':
-        args = [a for a in args if not a.startswith('--block_size')] + ['--block_size=128']  # its records' length
     cfg = config.parse_config(args)
     env = processes.setup_processes(cfg)
     splits, _, n_tokens = train.setup_data(cfg, 'cpu')
@@ -717,8 +812,7 @@ def test_eval_group_auto_is_one_on_a_cpu_and_fills_a_gpu_within_its_bounds():
     assert dataset.eval_group(cfg, env('cuda'), 65) == 8  # the seed's 3-layer model: 8 x 8192 tokens
     assert dataset.eval_group(dict(cfg, batch_size=12, block_size=1024), env('cuda'), 50304) == 1  # GPT-2 124M
     assert dataset.eval_group(dict(cfg, eval_group=5), env('cpu'), 65) == 5  # set: as set
-    with pytest.raises(ValueError, match='eval_group=-1 must be >= 0'):
-        config.parse_config(['--eval_group=-1'])
+    assert 'eval_group=-1' in config_error(['--eval_group=-1'])
 
 
 def test_training_step_never_waits_for_the_device(tmp_path, monkeypatch):
@@ -771,27 +865,28 @@ SEEDS_RUN = [*TINY, '--max_iters=6', '--lr_decay_iters=6', '--eval_interval=3', 
 # --- checkpoints, wandb, sampling
 
 def test_bad_checkpoints_give_clear_errors(tmp_path, run2):
-    with pytest.raises(FileNotFoundError, match='no checkpoint at'):
-        load_checkpoint(str(tmp_path / 'missing.pt'))
+    """A missing, a truncated and a foreign file: each error is one line naming the file."""
     out = run2
     data = (out / 'ckpt.pt').read_bytes()
     (tmp_path / 'trunc.pt').write_bytes(data[:len(data) // 2])
-    with pytest.raises(ValueError, match='not a readable checkpoint'):
-        load_checkpoint(str(tmp_path / 'trunc.pt'))
     torch.save({'model': {}, 'model_args': {}}, tmp_path / 'foreign.pt')
-    with pytest.raises(ValueError, match="not a checkpoint written by this repository"):
-        load_checkpoint(str(tmp_path / 'foreign.pt'))
+    for name, error in (('missing.pt', FileNotFoundError), ('trunc.pt', ValueError), ('foreign.pt', ValueError)):
+        with pytest.raises(error) as e:
+            load_checkpoint(str(tmp_path / name))
+        one_line(str(e.value), tmp_path / name)
     model, ckpt = load_checkpoint(str(out / 'ckpt.pt'))
     assert ckpt['iter_num'] == 2 and model.config.n_embd == 64
 
 
 def test_wandb_offline_gets_per_layer_lambdas(tmp_path, monkeypatch):
+    """A real run with wandb, in a process of its own, offline by wandb's own environment variable and without an API
+    key: its .wandb file (protobuf records) names every per-layer lambda key. Then the values, through a stand-in."""
     pytest.importorskip('wandb')
-    # a real offline run: its .wandb file (protobuf records) names every per-layer lambda key
     out = tmp_path / 'o'
-    env = dict(os.environ, WANDB_SILENT='true', WANDB_DIR=str(tmp_path))
-    run_train(out, '--max_iters=4', '--eval_interval=2', '--attn=diff', '--wandb_log=True',
-              '--wandb_mode=offline', '--wandb_run_name=t', env=env)
+    env = {k: v for k, v in os.environ.items() if not k.startswith('WANDB_')}
+    env.update(WANDB_MODE='offline', WANDB_SILENT='true', WANDB_DIR=str(tmp_path), HOME=str(tmp_path))
+    run_train(out, '--max_iters=4', '--eval_interval=2', '--attn=diff', '--wandb_log=True', '--wandb_run_name=t',
+              env=env)
     files = list((out / 'wandb').glob('offline-run-*/run-*.wandb'))
     assert len(files) == 1
     data = files[0].read_bytes()
@@ -823,92 +918,21 @@ def test_wandb_offline_gets_per_layer_lambdas(tmp_path, monkeypatch):
         assert w['iter'] == r['iter'] and w['lambda/L2/full'] == r['lambda/L2/full']
 
 
-def test_sample_py_generates_text(run2):
-    p = script('sample.py', f'--out_dir={run2}', '--start=ROMEO:', '--num_samples=2', '--max_new_tokens=20',
-               '--seed=1')
-    assert p.returncode == 0, p.stderr
-    assert 'number of parameters' in p.stderr  # a note, not in the samples: stdout is only the text
-    samples = p.stdout.split('\n---------------\n')
-    assert samples[-1] == '' and len(samples) == 3
-    for s in samples[:2]:  # the prompt, then 20 new characters
-        assert s.startswith('ROMEO:') and len(s) == len('ROMEO:') + 20
-    assert samples[0] != samples[1]
-
-
-
 @pytest.mark.parametrize('device', ['gpu', 'CPU', 'xpu', 'cuda:one'])
 def test_a_device_that_is_not_one_is_refused_naming_the_choices(device):
-    with pytest.raises(ValueError, match=r"is not a device: use 'auto' .*'cpu', 'cuda', 'cuda:1' .*or 'mps'"):
+    with pytest.raises(ValueError, match=r"'auto'.*'cpu'.*'cuda'.*'cuda:1'.*'mps'"):
         hardware.resolve_device(device)
-    with pytest.raises(ValueError, match="is not a device"):
+    with pytest.raises(ValueError, match=re.escape(f"'{device}'")):
         processes.setup_processes(config.parse_config([f'--device={device}']))  # before any data or model
-
-
-def test_sample_py_names_a_bad_device_not_the_checkpoint(run2):
-    p = script('sample.py', f'--out_dir={run2}', '--device=gpu')
-    assert p.returncode == 1 and "device='gpu' is not a device" in p.stderr, p.stderr
-    assert 'checkpoint' not in p.stderr and 'Traceback' not in p.stderr
-
-
-def test_sample_py_refuses_a_noncausal_model_and_decodes_without_the_dataset(tmp_path):
-    out = tmp_path / 'o'
-    train_cli(out, '--max_iters=2', '--eval_interval=2', '--causal=False')
-    cmd = ['sample.py', f'--out_dir={out}', '--num_samples=1', '--max_new_tokens=5']
-    p = script(*cmd)
-    assert p.returncode == 1 and 'causal=False model' in p.stderr and 'Traceback' not in p.stderr, p.stderr
-    p = script(*cmd, '--allow_noncausal')
-    assert p.returncode == 0, p.stderr
-    # a checkpoint copied to a machine without data/<dataset>/meta.json: it carries its own tokenizer
-    ckpt = torch.load(out / 'ckpt.pt', weights_only=True)
-    assert ckpt['tokenizer']['tokenizer'] == 'char' and len(ckpt['tokenizer']['itos']) == 65
-    ckpt['config']['dataset'] = 'not_on_this_machine'
-    torch.save(ckpt, out / 'ckpt.pt')
-    p = script(*cmd, '--allow_noncausal', '--start=ROMEO:')
-    assert p.returncode == 0 and 'ROMEO:' in p.stdout, p.stderr
-    del ckpt['tokenizer']  # an older checkpoint of a 65-symbol model, and no meta.json: no GPT-2 BPE guess
-    torch.save(ckpt, out / 'ckpt.pt')
-    p = script(*cmd, '--allow_noncausal')
-    assert p.returncode == 1 and 'cannot decode' in p.stderr and 'Traceback' not in p.stderr, p.stderr
-
-
-def test_sample_py_decodes_byte_tokens_and_refuses_bad_arguments_in_one_line(run2):
-    """data/fineweb/prepare.py --tokenizer=byte is a documented dataset; sample.py said it could not decode it. A
-    missing prompt file, an empty prompt and temperature 0 ended in tracebacks."""
-    import sample
-    encode, decode, _ = sample.tokenizer(dict(tokenizer=dict(tokenizer='byte'), model_args=dict(vocab_size=320),
-                                              config=dict(dataset='/tmp/webdata')))
-    assert encode('héllo') == list('héllo'.encode()) and decode(encode('héllo')) == 'héllo'
-    assert decode([104, 105, 256, 300]) == 'hi<|endoftext|>\ufffd'
-    for arg, said in (('--start=FILE:/no/such/prompt', 'cannot read the prompt'), ('--start=', 'prompt is empty'),
-                      ('--temperature=0', '--temperature must be > 0')):
-        p = script('sample.py', f'--out_dir={run2}', arg, '--max_new_tokens=2')
-        assert p.returncode != 0 and said in p.stderr and 'Traceback' not in p.stderr, (arg, p.stderr)
-
-
-def test_sample_py_without_a_run_names_the_runs_there_are(tmp_path, run2):
-    shutil.copytree(run2, tmp_path / 'out' / 'diff_3L')
-    p = script('sample.py', cwd=tmp_path)
-    assert p.returncode == 1 and 'out/diff_3L' in p.stderr and '--out_dir' in p.stderr, p.stderr
 
 
 # --- what a new user trips over
 
-def test_wandb_follows_its_own_environment_variables(tmp_path):
-    pytest.importorskip('wandb')
-    env = {k: v for k, v in os.environ.items() if not k.startswith('WANDB_')}
-    env.update(WANDB_MODE='offline', WANDB_SILENT='true', WANDB_DIR=str(tmp_path), HOME=str(tmp_path))  # no API key
-    out = tmp_path / 'o'
-    run_train(out, '--max_iters=2', '--eval_interval=2', '--wandb_log=True', env=env)
-    assert len(list((out / 'wandb').glob('offline-run-*'))) == 1
-
-
-@pytest.mark.parametrize('arg,message', [('--max_iters=-5', 'max_iters=-5 must be >= 0'),
-                                         ('--batch_size=0', 'batch_size=0 must be >= 1'),
-                                         ('--beta2=1.5', 'beta2=1.5 must be below 1'),
-                                         ('--n_embd=30', 'n_embd=30 must be divisible by n_head')])
-def test_out_of_range_values_are_config_errors(arg, message):
-    with pytest.raises(ValueError, match=message):
-        config.parse_config([arg])
+@pytest.mark.parametrize('arg,named', [('--max_iters=-5', ['max_iters=-5']), ('--batch_size=0', ['batch_size=0']),
+                                       ('--beta2=1.5', ['beta2=1.5']), ('--n_embd=30', ['n_embd=30', 'n_head'])])
+def test_out_of_range_values_are_config_errors(arg, named):
+    msg = config_error([arg])
+    assert all(n in msg for n in named), msg
 
 
 def test_cli_errors_help_and_warnings_need_no_traceback(tmp_path, monkeypatch):
@@ -922,12 +946,11 @@ def test_cli_errors_help_and_warnings_need_no_traceback(tmp_path, monkeypatch):
     assert p.returncode == 0 and 'learning_rate=0.0003' in p.stdout and "docs/config.md" in p.stdout
     assert len(p.stdout.splitlines()) <= 25  # one screen
     out = tmp_path / 'new'
-    for arg, message in (('--device=cuda', 'CPU build'), ('--dataset=no_such_data', "dataset 'no_such_data'")):
-        p = train_cli(out, '--max_iters=2', arg, check=False)
-        assert p.returncode == 1 and message in p.stderr and 'Traceback' not in p.stderr, p.stderr
+    for arg, named in (('--device=cuda', "'cuda'"), ('--dataset=no_such_data', "'no_such_data'")):
+        refused(train_cli(out, '--max_iters=2', arg, check=False), named)
         assert not out.exists()  # a failed start leaves no empty out_dir behind
     p = train_cli(out, '--max_iters=3', '--lr_decay_iters=200', '--eval_interval=3')
-    assert 'warning: lr_decay_iters=200 is past max_iters=3' in p.stdout
+    assert any('lr_decay_iters=200' in line and 'max_iters=3' in line for line in p.stdout.splitlines()), p.stdout
 
 
 def test_resume_continues_the_run_with_its_own_settings_and_changes_only_the_keys_named(tmp_path):
@@ -938,7 +961,7 @@ def test_resume_continues_the_run_with_its_own_settings_and_changes_only_the_key
     train_cli(out, '--max_iters=4', '--lr_decay_iters=30', '--eval_interval=2', '--learning_rate=0.003')
     # nothing but the folder and a longer schedule: the run's batch_size 8, eval_interval 2, learning_rate 0.003 go on
     p = cli(f'--out_dir={out}', '--init_from=resume', '--max_iters=6', check=True)
-    assert 'max_iters changes from 4 to 6' in p.stdout, p.stdout
+    assert re.search(r'\bmax_iters\b\D+4\D+6\b', p.stdout), p.stdout  # the key that changes, from, to
     s = json.load(open(out / 'summary.json'))
     assert s['iter'] == 6 and s['config']['batch_size'] == 8 and s['config']['learning_rate'] == 0.003
     assert s['config']['eval_interval'] == 2 and s['config']['lr_decay_iters'] == 30
@@ -948,28 +971,14 @@ def test_resume_continues_the_run_with_its_own_settings_and_changes_only_the_key
     cfg.write_text("batch_size = 32\nlr_decay_iters = 200\n")
     shape = ['--n_layer=2', '--n_head=4', '--n_embd=64', '--block_size=32']  # a config file pins the model keys
     p = cli(cfg, *shape, f'--out_dir={out}', '--max_iters=8', '--lr_decay_iters=60', '--init_from=resume', check=True)
-    line = [x for x in p.stdout.splitlines() if x.endswith('(a key given on the command line changes the run)')]
-    assert len(line) == 1 and "gives batch_size=32; the run's own batch_size=8 kept" in line[0], p.stdout
-    assert 'lr_decay_iters changes from 30 to 60' in p.stdout and 'lr_decay_iters=200' not in p.stdout
+    line = [x for x in p.stdout.splitlines() if 'batch_size=32' in x]  # the file's key, named in one line
+    assert len(line) == 1 and 'batch_size=8' in line[0] and str(cfg) in line[0], p.stdout
     s = json.load(open(out / 'summary.json'))
     assert s['iter'] == 8 and s['config']['batch_size'] == 8 and s['config']['lr_decay_iters'] == 60
     # a model key asked for is refused, not ignored with a warning (the run went on under the checkpoint's dropout)
-    p = train_cli(out, '--max_iters=10', '--init_from=resume', '--dropout=0.1', check=False)
-    assert p.returncode == 1 and "model has dropout=0.0; this command gives dropout=0.1" in p.stderr, p.stderr
-    assert 'drop --dropout' in p.stderr and load_checkpoint(str(out / 'ckpt.pt'))[1]['iter_num'] == 8
-
-
-def test_a_resume_is_exact_from_the_folder_alone(tmp_path):
-    """A run stopped half-way and resumed with nothing but --out_dir and --init_from=resume ends with the weights of
-    the same run trained straight: every setting came back from ckpt.pt."""
-    common = ['--max_iters=6', '--lr_decay_iters=6', '--eval_interval=3', '--learning_rate=0.002', '--seed=5']
-    straight, split = tmp_path / 'straight', tmp_path / 'split'
-    train_cli(straight, *common)
-    train_cli(split, *common, '--max_iters=3')
-    cli(f'--out_dir={split}', '--init_from=resume', '--max_iters=6', check=True)
-    for a, b in zip(load_checkpoint(str(straight / 'ckpt.pt'))[0].parameters(),
-                    load_checkpoint(str(split / 'ckpt.pt'))[0].parameters()):
-        assert torch.equal(a, b)
+    refused(train_cli(out, '--max_iters=10', '--init_from=resume', '--dropout=0.1', check=False), 'dropout=0.0',
+            'dropout=0.1', '--dropout')
+    assert load_checkpoint(str(out / 'ckpt.pt'))[1]['iter_num'] == 8
 
 
 def test_a_resume_from_the_folder_alone_keeps_the_runs_bos_and_dataset(tmp_path):
@@ -980,8 +989,7 @@ def test_a_resume_from_the_folder_alone_keeps_the_runs_bos_and_dataset(tmp_path)
     cli(f'--out_dir={out}', '--init_from=resume', '--max_iters=4', check=True)
     s = json.load(open(out / 'summary.json'))
     assert s['iter'] == 4 and s['config']['bos'] is True and s['config']['dataset'] == 'shakespeare_char'
-    p = cli(f'--out_dir={out}', '--init_from=resume', '--max_iters=6', '--bos=False')  # asked for: refused
-    assert p.returncode == 1 and 'bos cannot change on resume' in p.stderr, p.stderr
+    refused(cli(f'--out_dir={out}', '--init_from=resume', '--max_iters=6', '--bos=False'), 'bos')  # asked: refused
 
 
 def test_resuming_a_finished_run_with_another_models_config_names_the_mismatch(run2, tmp_path):
@@ -989,8 +997,8 @@ def test_resuming_a_finished_run_with_another_models_config_names_the_mismatch(r
     checked first now, so the mismatch is named."""
     out = tmp_path / 'o'
     shutil.copytree(run2, out)
-    p = cli('configs/diff_3L.py', *TINY, f'--out_dir={out}', '--max_iters=2', '--init_from=resume')
-    assert p.returncode == 1 and "attn='diff'" in p.stderr and 'nothing to train' not in p.stdout + p.stderr
+    refused(cli('configs/diff_3L.py', *TINY, f'--out_dir={out}', '--max_iters=2', '--init_from=resume'),
+            "attn='diff'")
 
 
 def test_resume_refuses_a_changed_bos_and_eval_only_needs_a_checkpoint(tmp_path):
@@ -999,15 +1007,14 @@ def test_resume_refuses_a_changed_bos_and_eval_only_needs_a_checkpoint(tmp_path)
     a checkpoint it evaluates whatever the schedule given, even one that ends before the checkpoint."""
     out = tmp_path / 'o'
     train_cli(out, '--max_iters=4', '--eval_interval=2')
-    p = train_cli(out, '--max_iters=6', '--eval_interval=2', '--init_from=resume', '--bos=True', check=False)
-    assert p.returncode == 1 and 'bos cannot change on resume' in p.stderr and '--bos=False' in p.stderr, p.stderr
+    refused(train_cli(out, '--max_iters=6', '--eval_interval=2', '--init_from=resume', '--bos=True', check=False),
+            'bos', '--bos=False')
     assert load_checkpoint(str(out / 'ckpt.pt'))[1]['iter_num'] == 4
-    p = train_cli(out, '--init_from=resume', '--eval_only=True', '--bos=True', check=False)
-    assert p.returncode == 1 and 'bos cannot change on resume' in p.stderr, p.stderr
-    p = train_cli(tmp_path / 'new', '--eval_only=True', check=False)
-    assert p.returncode == 1 and 'add --init_from=resume' in p.stderr and not (tmp_path / 'new').exists(), p.stderr
+    refused(train_cli(out, '--init_from=resume', '--eval_only=True', '--bos=True', check=False), 'bos', '--bos=False')
+    refused(train_cli(tmp_path / 'new', '--eval_only=True', check=False), 'eval_only', '--init_from=resume')
+    assert not (tmp_path / 'new').exists()
     p = train_cli(out, '--max_iters=2', '--init_from=resume', '--eval_only=True')
-    assert 'step 4: train loss' in p.stdout, p.stdout
+    assert 'step 4:' in p.stdout, p.stdout
     # with nothing but the folder, eval_only evaluates as the run did (its batch_size 8 and eval_iters 2, not the
     # defaults 12 and 200): the losses it logged at step 4
     p = cli(f'--out_dir={out}', '--init_from=resume', '--eval_only=True', '--device=cpu', '--dtype=float32')
@@ -1015,8 +1022,7 @@ def test_resume_refuses_a_changed_bos_and_eval_only_needs_a_checkpoint(tmp_path)
     last = [e for e in read_log(out) if e.get('kind') == 'eval'][-1]
     assert last['iter'] == 4 and (f"step 4: train loss {last['train_loss']:.4f}, val loss {last['val_loss']:.4f}"
                                   in p.stdout), p.stdout
-    p = train_cli(tmp_path / 'r', '--pos=rope', '--rope_theta=-1', check=False)
-    assert p.returncode == 1 and 'rope_theta=-1' in p.stderr and 'must be positive' in p.stderr, p.stderr
+    refused(train_cli(tmp_path / 'r', '--pos=rope', '--rope_theta=-1', check=False), 'rope_theta=-1')
 
 
 def test_resume_strict_refuses_even_a_change_given_on_the_command_line(tmp_path):
@@ -1027,8 +1033,7 @@ def test_resume_strict_refuses_even_a_change_given_on_the_command_line(tmp_path)
     train_cli(out, '--max_iters=4', '--lr_decay_iters=8', '--eval_interval=2')
     p = train_cli(out, '--max_iters=8', '--lr_decay_iters=8', '--eval_interval=2', '--learning_rate=0.03',
                   '--seed=7', '--init_from=resume', '--resume_strict=True', check=False)
-    assert p.returncode == 1 and 'resume_strict=True' in p.stderr, p.stderr
-    assert 'seed=1337' in p.stderr and 'seed=7' in p.stderr and 'learning_rate=0.03' in p.stderr
+    refused(p, 'resume_strict=True', 'seed=1337', 'seed=7', 'learning_rate=0.03')
     assert load_checkpoint(str(out / 'ckpt.pt'))[1]['iter_num'] == 4  # nothing trained
     ckpt = torch.load(out / 'ckpt.pt', weights_only=True)  # as if a run of 8 steps had stopped at step 4
     ckpt['config']['max_iters'] = 8
@@ -1052,43 +1057,22 @@ def _copy_prepare(tmp_path, name):
 def test_char_prepare_split_and_errors(tmp_path, monkeypatch):
     d = _copy_prepare(tmp_path, 'shakespeare_char')
     src = os.path.join(ROOT, 'data', 'shakespeare_char', 'input.txt')
-    p = subprocess.run([sys.executable, str(d / 'prepare.py'), '--input', src], capture_output=True, text=True)
+    p = script(d / 'prepare.py', '--input', src)
     assert p.returncode == 0, p.stderr
     import numpy as np
     tr, va = np.fromfile(d / 'train.bin', dtype=np.uint16), np.fromfile(d / 'val.bin', dtype=np.uint16)
     assert (len(tr), len(va)) == (1003854, 111540)
     meta = json.load(open(d / 'meta.json'))
     assert meta['vocab_size'] == 65 and ''.join(meta['itos'][i] for i in tr[:5]) == open(src).read()[:5]
-    p = subprocess.run([sys.executable, str(d / 'prepare.py'), '--input', str(tmp_path / 'nope.txt')],
-                       capture_output=True, text=True)
-    assert p.returncode != 0 and 'no such file' in p.stderr
-    # a failed download says so and shows how to pass a local file
+    p = script(d / 'prepare.py', '--input', tmp_path / 'nope.txt')
+    assert p.returncode != 0 and str(tmp_path / 'nope.txt') in p.stderr, p.stderr
+    # a failed download says how to pass a local file
     (d / 'input.txt').unlink()
     mod = runpy.run_path(str(d / 'prepare.py'), run_name='not_main')
     mod['fetch_text'].__globals__['URL'] = 'http://127.0.0.1:9/input.txt'
-    with pytest.raises(SystemExit, match='(?s)could not download.*--input'):
+    with pytest.raises(SystemExit, match='--input'):
         mod['fetch_text'](None)
     assert not (d / 'input.txt').exists()
-
-
-def test_bpe_prepare_fails_cleanly_without_tiktoken_encoding(tmp_path, monkeypatch):
-    """Offline with an empty tiktoken cache: the message names the file the cache lacks, and nothing is written."""
-    pytest.importorskip('tiktoken')
-    import tiktoken.load
-    import tiktoken.registry
-    d = _copy_prepare(tmp_path, 'shakespeare')
-
-    def offline(url):
-        raise ConnectionError('no network')
-    monkeypatch.setattr(tiktoken.load, 'read_file', offline)
-    monkeypatch.setattr(tiktoken.registry, 'ENCODINGS', {})  # none loaded in this process yet
-    monkeypatch.setenv('TIKTOKEN_CACHE_DIR', str(tmp_path / 'empty_cache'))
-    monkeypatch.setattr(sys, 'argv', ['prepare.py', '--input', os.path.join(ROOT, 'data', 'shakespeare_char',
-                                                                           'input.txt')])
-    with pytest.raises(SystemExit, match='(?s)lacks the gpt2 encoding.*vocab.bpe.*TIKTOKEN_CACHE_DIR.*Nothing was '
-                                         'written'):
-        runpy.run_path(str(d / 'prepare.py'), run_name='__main__')
-    assert sorted(os.listdir(d)) == ['prepare.py']
 
 
 # --- bos: a fixed beginning-of-sequence token at position 0 (commit fae9fc6, 2026-11-24: the first sink setting)
@@ -1115,11 +1099,10 @@ def test_bos_run_has_one_more_token_and_samples_with_it(tmp_path, small_needle):
     assert p.returncode == 0, p.stderr
     text = p.stdout.split('\n---------------\n')[0]
     assert text.startswith('ROMEO:') and len(text) == len('ROMEO:') + 40  # bos is neither printed nor sampled
-    p = train_cli(tmp_path / 'n', '--max_iters=2', '--bos=True', f'--dataset={small_needle}', '--block_size=32',
-                  check=False)
-    assert p.returncode == 1 and 'bos=True needs a token stream' in p.stderr, p.stderr
-    p = train_cli(tmp_path / 'v', '--max_iters=2', '--bos=True', '--vocab_size=65', check=False)
-    assert p.returncode == 1 and 'vocab_size=65 must be at least 66' in p.stderr, p.stderr
+    refused(train_cli(tmp_path / 'n', '--max_iters=2', '--bos=True', f'--dataset={small_needle}', '--block_size=32',
+                      check=False), 'bos=True', str(small_needle))
+    refused(train_cli(tmp_path / 'v', '--max_iters=2', '--bos=True', '--vocab_size=65', check=False),
+            'vocab_size=65', '66')
 
 
 # --- window_order='sequential': a reproduction of an unshuffled stride-1 loader (commit 73fc5a5, 2026-11-24)
@@ -1178,11 +1161,10 @@ def test_sequential_run_trains_and_refuses_records(tmp_path, small_needle):
     out = tmp_path / 'o'
     train_cli(out, '--max_iters=3', '--eval_interval=3', '--window_order=sequential')
     assert json.load(open(out / 'summary.json'))['config']['window_order'] == 'sequential'
-    p = train_cli(tmp_path / 'n', '--max_iters=2', '--window_order=sequential', f'--dataset={small_needle}',
-                  check=False)
-    assert p.returncode == 1 and "window_order='sequential' walks the windows of a token stream" in p.stderr
-    p = train_cli(tmp_path / 'x', '--max_iters=2', '--window_order=shuffled', check=False)
-    assert p.returncode == 1 and "window_order='shuffled' must be one of" in p.stderr, p.stderr
+    refused(train_cli(tmp_path / 'n', '--max_iters=2', '--window_order=sequential', f'--dataset={small_needle}',
+                      check=False), "window_order='sequential'", str(small_needle))
+    refused(train_cli(tmp_path / 'x', '--max_iters=2', '--window_order=shuffled', check=False),
+            "window_order='shuffled'", '--window_order=random')
 
 
 def test_generate_keeps_bos_at_position_0_when_it_crops():

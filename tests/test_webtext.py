@@ -4,6 +4,7 @@ offline 'byte' tokenizer, a tiktoken Encoding of its own, through the same code 
 import gzip
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -13,7 +14,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from dataset import load_prepare  # noqa: E402
-from test_train import cli  # noqa: E402
+from test_train import cli, one_line, script  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures('one_thread', 'peak_once')  # conftest.py
 
@@ -45,8 +46,15 @@ def corpus(folder, n=30):
 
 
 def run_prepare(*args):
-    return subprocess.run([sys.executable, SCRIPT, '--tokenizer=byte', *args], capture_output=True, text=True,
-                          timeout=300)
+    """data/fineweb/prepare.py --tokenizer=byte args, in this process (test_train.script); its pool's workers are
+    forked from it."""
+    return script(SCRIPT, '--tokenizer=byte', *args)
+
+
+def refusal(p, *names):
+    """prepare.py's refusal: a failed status and one 'error: ...' line (beside tqdm's bar) naming each of names."""
+    errors = [line for line in re.split(r'[\r\n]', p.stderr) if line.startswith('error')]
+    assert p.returncode != 0 and len(errors) == 1 and all(str(n) in errors[0] for n in names), p.stderr
 
 
 def split_docs(path):
@@ -95,14 +103,14 @@ def test_max_tokens_stops_after_the_document_that_reaches_it(tmp_path):
     assert sorted(split_docs(out / 'train.bin') + split_docs(out / 'val.bin')) == sorted(docs[:n])
 
 
-@pytest.mark.parametrize('case, message', [
-    ('missing', 'no such folder'),
-    ('empty', 'no .txt, .jsonl, .jsonl.gz, .parquet files'),
-    ('no_text', 'no .txt, .jsonl, .jsonl.gz, .parquet files'),
-    ('bad_jsonl', "line 2: not a JSON object with a 'text' field"),
-    ('one_doc', 'made an empty val split'),
+@pytest.mark.parametrize('case, named', [
+    ('missing', ['bad']),
+    ('empty', ['bad', '.txt', '.jsonl', '.jsonl.gz', '.parquet']),
+    ('no_text', ['bad', '.txt', '.jsonl', '.jsonl.gz', '.parquet']),
+    ('bad_jsonl', ['x.jsonl, line 2', "'text'"]),
+    ('one_doc', ['--val_every']),
 ])
-def test_bad_input_is_a_clear_error_and_loses_nothing(tmp_path, case, message):
+def test_bad_input_is_a_clear_error_and_loses_nothing(tmp_path, case, named):
     out = tmp_path / 'out'
     corpus(tmp_path / 'good')
     assert run_prepare('--input', str(tmp_path / 'good'), '--out_dir', str(out), '--val_every=4').returncode == 0
@@ -116,9 +124,7 @@ def test_bad_input_is_a_clear_error_and_loses_nothing(tmp_path, case, message):
         (bad / 'x.jsonl').write_text('{"text": "fine"}\n{"body": "no text field"}\n')
     if case == 'one_doc':
         (bad / 'x.txt').write_text('one document only')
-    p = run_prepare('--input', str(bad), '--out_dir', str(out), '--val_every=4')
-    assert p.returncode != 0 and message in p.stderr, p.stderr
-    assert 'Traceback' not in p.stderr
+    refusal(run_prepare('--input', str(bad), '--out_dir', str(out), '--val_every=4'), *named)
     assert {f: (out / f).read_bytes() for f in os.listdir(out)} == before  # the earlier dataset is untouched
 
 
@@ -126,7 +132,7 @@ def test_an_encoding_past_uint16_is_refused_before_writing(tmp_path):
     import tiktoken
     big = tiktoken.Encoding('big', pat_str=r"\S+|\s+", mergeable_ranks={bytes([i]): i for i in range(256)},
                             special_tokens={'<|endoftext|>': 70000})
-    with pytest.raises(SystemExit, match='token ids up to 70,000, which do not fit'):
+    with pytest.raises(SystemExit, match=r'\b70,000\b'):  # the largest id, which uint16 cannot hold
         prep.prepare(iter(['a', 'b']), big, str(tmp_path / 'out'), 'test')
     assert not (tmp_path / 'out').exists() or os.listdir(tmp_path / 'out') == []
 
@@ -166,7 +172,7 @@ def test_sigterm_half_way_keeps_the_earlier_dataset_whole(tmp_path):
         time.sleep(0.05)
     proc.terminate()
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode != 0 and 'stopped' in err, err
+    assert proc.returncode != 0, err
     assert {f: (out / f).read_bytes() for f in os.listdir(out)} == before
 
 
@@ -246,7 +252,6 @@ def test_the_124M_diff_configs_are_laid_out_as_the_paper():
 def test_fineweb_prepare_without_a_source_says_what_to_give_not_argparse_usage():
     """train.py --dataset=fineweb runs data/fineweb/prepare.py with no arguments: it printed argparse's usage; now
     one line says which source to give."""
-    p = subprocess.run([sys.executable, os.path.join(ROOT, 'data', 'fineweb', 'prepare.py')], capture_output=True,
-                       text=True)
-    assert p.returncode != 0 and '--input DIR' in p.stderr and '--source' in p.stderr, p.stderr
-    assert 'usage:' not in p.stderr
+    p = script(os.path.join(ROOT, 'data', 'fineweb', 'prepare.py'))
+    refusal(p, '--input DIR', '--source')
+    one_line(p.stderr)
