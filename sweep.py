@@ -591,7 +591,7 @@ class Runner:
                 self.failed_analysis += mark_failed(d, rc)
                 self.say(f"FAILED {d}: {what} (exit {rc}): tail of {log}:{tail(log, 3)}")
             elif rc == 0:
-                self.analyzed += os.path.getmtime(os.path.join(d, 'summary.json')) < self.start  # a run skipped now
+                self.analyzed += d in self.skipped  # a run skipped now
                 self.say(f"analyzed {d}")
 
     def lane(self, k, todo):
@@ -703,6 +703,7 @@ class Runner:
             if os.path.exists(os.path.join(d, 'summary.json')):
                 cfg = self.say(f"skip   {d} (finished)")
             todo.append((cfg, d, seed))
+        self.skipped = {d for cfg, d, _ in todo if cfg is None}  # not by mtime: file clocks lag
         skipped, shared = sum(cfg is None for cfg, _, _ in todo), list(todo)
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, self.on_stop)
