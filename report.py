@@ -38,10 +38,9 @@ import sys
 from scipy import stats
 
 from output import pyplot, read_log_lines, save_figure, write_text
-from provenance import (CPU_NAMES, FREE_KEYS, NUMERICS, SETUP_KEYS, SHARED_KEYS, computed_on, contains,  # noqa: F401
-                        excluded, group_key, group_label, group_number, grouped, groups_disagree, homogeneous, legend,
-                        machine_label, path_of, provenance, read_provenance)
-from provenance import FREE_ON_RESUME
+from provenance import (CPU_NAMES, FREE_KEYS, FREE_ON_RESUME, NUMERICS, SETUP_KEYS, SHARED_KEYS,  # noqa: F401
+                        computed_on, contains, excluded, group_key, group_label, group_number, grouped, groups_disagree,
+                        homogeneous, legend, machine_label, path_of, provenance, read_provenance)
 from sweep import PROFILES, args_suffix, changed_by
 from variants import LABELS as NAMES, PREFIXES, VARIANTS
 

@@ -866,16 +866,20 @@ def gap(r, fmt):
     return (f"{f.format(st['diff'])} [{f.format(st['lo'])}, {f.format(st['hi'])}]")
 
 
-def seed_list(xs):
-    """'seed 2', 'seeds 2, 6', 'seeds 1-5' (a run of four or more consecutive seeds as a range)."""
-    xs, parts = sorted(xs), []
-    for x in xs:
+def seed_ranges(xs, shortest):
+    """xs sorted, a run of at least `shortest` consecutive seeds as a range: '1-5', '1-4, 6, 7', '2, 6'."""
+    parts = []
+    for x in sorted(xs):
         if parts and x == parts[-1][-1] + 1:
             parts[-1].append(x)
         else:
             parts.append([x])
-    text = ', '.join(f'{p[0]}-{p[-1]}' if len(p) >= 4 else ', '.join(map(str, p)) for p in parts)
-    return ('seed ' if len(xs) == 1 else 'seeds ') + text
+    return ', '.join(f'{p[0]}-{p[-1]}' if len(p) >= shortest else ', '.join(map(str, p)) for p in parts)
+
+
+def seed_list(xs):
+    """'seed 2', 'seeds 2, 6', 'seeds 1-5' (a run of four or more consecutive seeds as a range)."""
+    return ('seed ' if len(xs) == 1 else 'seeds ') + seed_ranges(xs, 4)
 
 
 def letter(label, names):

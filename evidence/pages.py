@@ -61,13 +61,7 @@ def pm(xs, fmt='{:.2f}'):
 
 def seeds_text(seeds):
     """'1-5' for a run of three or more consecutive seeds: '1-4, 6-10', '1, 3, 4'."""
-    runs = []
-    for x in sorted(seeds):
-        if runs and x == runs[-1][-1] + 1:
-            runs[-1].append(x)
-        else:
-            runs.append([x])
-    return ', '.join(f'{r[0]}-{r[-1]}' if len(r) > 2 else ', '.join(map(str, r)) for r in runs)
+    return claims.seed_ranges(seeds, 3)
 
 
 def p_text(st):
