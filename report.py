@@ -38,10 +38,10 @@ import sys
 from scipy import stats
 
 from output import pyplot, read_log_lines, save_figure, write_text
+from profiles import PROFILES, changed_by, sweep_name
 from provenance import (CPU_NAMES, FREE_KEYS, FREE_ON_RESUME, NUMERICS, SETUP_KEYS, SHARED_KEYS,  # noqa: F401
                         computed_on, contains, excluded, group_key, group_label, group_number, grouped, groups_disagree,
                         homogeneous, legend, machine_label, path_of, provenance, read_provenance)
-from sweep import PROFILES, args_suffix, changed_by
 from variants import LABELS as NAMES, PREFIXES, VARIANTS
 
 # (reference A, variant B): the gaps B - A that the claims are about, in the order results.md lists them, by measure.
@@ -421,10 +421,9 @@ def ablate_line(name, env, variants, depths, seeds, extra=(), sweep=None, analyz
     env.append('SEEDS="' + ' '.join(str(x) for x in seeds) + '"')
     env += ['ANALYZE=1'] if analyze else []
     extra = list(extra)
-    suffix = (next((f"_leak_{e[5:]}" for e in env if e.startswith('LEAK=')), '')
-              or ('_noncausal' if 'CAUSAL=0' in env else '')) + \
-        ('_sequential' if 'WINDOWS=sequential' in env else '') + args_suffix(changed_by(prof.schedule.split(), extra))
-    if sweep and sweep != f'{prof.data}_{name}{suffix}':
+    leak = next((e[5:] for e in env if e.startswith('LEAK=')), 'none')
+    if sweep and sweep != sweep_name(name, leak, 'CAUSAL=0' not in env, 'WINDOWS=sequential' in env,
+                                     changed_by(prof.schedule.split(), extra)):
         env.insert(0, f'SWEEP={sweep}')
     return ' '.join(env + ['./ablate.sh'] + extra)
 

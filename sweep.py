@@ -1,7 +1,7 @@
 """
-ablate.sh's sweep: variants x depths x seeds, one run folder each, then report.py (ablate.sh's header documents the
-settings, docs/details.md the details). No torch here outside `check`, `worker` and the progress line's config parse:
-a Slurm login node that submits a sweep may have none.
+ablate.sh's sweep: variants x depths x seeds, one run folder each, then report.py (the settings: ablate.sh's header;
+the profiles and folder names: profiles.py; the details: docs/details.md). No torch here outside `check`, `worker`
+and the progress line's config parse: a Slurm login node that submits a sweep may have none.
 
   python sweep.py check [--key=value ...]   # the settings and every config with them, as train.py checks them
   python sweep.py run [--key=value ...]     # the sweep (ablate.sh execs this), or SLURM=1's array job
@@ -17,76 +17,21 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-from contextlib import redirect_stdout
-from dataclasses import dataclass
+from collections import Counter
+from contextlib import redirect_stdout, suppress
 
-from output import duration
+from output import duration, lock_at, write_text
+from profiles import DEFAULT_VARIANTS, LEAKS, PROFILES, changed_by, key_value, sweep_name
 from provenance import FREE_ON_RESUME
 from variants import LABELS
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-# ----------------------------------------------------------------------------- the profiles
-
-
-@dataclass(frozen=True)
-class Profile:
-    schedule: str  # the train.py arguments of every run ('': the configs hold the schedule)
-    depths: str    # DEPTHS' default
-    variants: str = ''  # VARIANTS' default where not DEFAULT_VARIANTS
-    data: str = 'shakespeare'  # the sweep's name: <data>_<profile>...
-    prefix: str = ''           # its configs: configs/<prefix><variant>_<depth>.py (with ARCH=nanogpt)
-    records: bool = False      # trains on fixed-length records, so no WINDOWS=sequential
-    analyzer: str = 'analyze.py'   # what ANALYZE=1 runs on each finished run,
-    analysis: str = 'analysis.json'  # and the file it writes there
-
-
-DEFAULT_VARIANTS = 'nanogpt diff sym diff_sym norm_sym gated softmax1 diff_gated'  # the seed's five, then ours
-# the seed notes' batch, context and lr where a Shakespeare schedule does not set them: configs/base_shakespeare_char.py
-# switches to a laptop schedule without CUDA, and a sweep's runs never depend on that switch
-SEED = '--batch_size=32 --block_size=256 --learning_rate=3e-4 --min_lr=3e-5 '
-PROFILES = dict(
-    # the seed notes' schedule, a GPU job: graphed (cuda_graph auto), not compiled: 1.96 ms a 3-layer step against
-    # 1.35 compiled too (H200, results/bench_gpu.md), 3 s of a run against 40-60 s of compiling a process
-    full=Profile(SEED + '--max_iters=5000 --lr_decay_iters=5000 --warmup_iters=100 --dropout=0.2 --eval_interval=250 '
-                 '--eval_iters=200 --log_interval=10 --compile=False', '3L 6L 8L'),
-    cpu=Profile(SEED + '--max_iters=150 --lr_decay_iters=150 --warmup_iters=15 --dropout=0.0 --eval_interval=50 '
-                '--eval_iters=10 --log_interval=10 --device=cpu', '3L 6L'),
-    # nanoGPT's shakespeare_char lr (1e-3, min 1e-4), 500 steps: 8 minutes a 3L run on 2 CPU cores in bf16
-    # (c2b503b), past the bigram plateau (2.5) far enough for variants to differ
-    cpu_long=Profile('--batch_size=32 --block_size=256 --max_iters=500 --lr_decay_iters=500 --warmup_iters=50 '
-                     '--learning_rate=1e-3 --min_lr=1e-4 --dropout=0.0 --eval_interval=100 --eval_iters=20 '
-                     '--log_interval=10 --device=cpu', '3L'),
-    # a first look at the workflow on a laptop: the seed's five at 3L, 100 steps at batch 16, too short for the
-    # variants to separate; an evaluation every 10 steps, so that each val curve has 11 points
-    demo=Profile('--block_size=256 --max_iters=100 --lr_decay_iters=100 --warmup_iters=10 --learning_rate=1e-3 '
-                 '--min_lr=1e-4 --batch_size=16 --dropout=0.0 --eval_interval=10 --eval_iters=5 --log_interval=10',
-                 '3L', 'nanogpt diff sym diff_sym norm_sym'),
-    # GPT-2 small on web text: the configs hold the schedule (a 2.5B-token budget, configs/base_gpt2.py)
-    gpt2=Profile('', '124M', 'nanogpt diff diff_sym sym gated softmax1 sym_noself', data='fineweb'),
-    # the sink claims where the baseline has a sink: Bigram-Backcopy, 2 layers, the configs' schedule
-    sink=Profile('', '2L', 'nanogpt softmax1 gated gated_headwise orthoadam softmax1_orthoadam',
-                 data='bigram_backcopy', prefix='bb_', records=True),
-    # the retrieval claim where the baseline misses: needles with distractors, 2 layers, the configs' schedule
-    retrieval=Profile('', '2L', 'nanogpt diff sym diff_sym gated softmax1', data='needle_distractors', prefix='nd_',
-                      records=True, analyzer='needle_eval.py', analysis='needle_eval.json'),
-    # the seed author's loop as far as it is published (results/seed_table_explained.md): one epoch's windows at
-    # batch 32 (35,000 steps), lr 3e-4, dropout 0.1; assumed where unpublished: a constant lr and plain Adam
-    seed_pipeline=Profile('--batch_size=32 --block_size=256 --min_lr=3e-5 --max_iters=35000 --decay_lr=False '
-                          '--learning_rate=3e-4 --weight_decay=0.0 --beta2=0.999 --grad_clip=0.0 --dropout=0.1 '
-                          '--eval_interval=2500 --eval_iters=200 --log_interval=10 --compile=False', '3L 6L 8L'),
-)
-LEAKS = ('zero_future', 'off_by_one', 'after_norm', 'time_norm')  # model.py's GPTConfig.leak, but 'none'
-
 # ----------------------------------------------------------------------------- a sweep
-
-
 class Refused(ValueError):
     """A setting refused before anything starts: the message says why and what to write."""
-
 
 def choice(env, key, default, choices):
     value = env.get(key) or default
@@ -94,40 +39,15 @@ def choice(env, key, default, choices):
         raise Refused(f"{key}={value} is not one of: {' '.join(choices)}")
     return value
 
-
 def whole_number(env, key, what):
     value = env.get(key) or '1'
     if not re.fullmatch('[0-9]+', value) or int(value) < 1:
         raise Refused(f"{key}={value} must be a whole number of {what}, 1 or more")
     return int(value)
 
-
 def config_names(pattern):
     """The variants or depths (pattern's group) of the files in configs/, sorted, in one string."""
     return ' '.join(sorted({m[1] for f in os.listdir(os.path.join(HERE, 'configs')) if (m := re.match(pattern, f))}))
-
-
-def key_value(arg):
-    """(key, value) of --key=value (value None without '=')."""
-    key, _, value = arg.partition('=')
-    return (key[2:] if key.startswith('--') else key), (value if '=' in arg else None)
-
-
-def changed_by(schedule, args):
-    """{key: value} of the extra --key=value that change what the runs compute (not FREE_ON_RESUME's, nor the
-    schedule's own values), in the order given, the last of a key winning."""
-    given, out = dict(key_value(a) for a in schedule), {}
-    for key, value in map(key_value, args):
-        out.pop(key, None)
-        if key not in FREE_ON_RESUME and given.get(key) != value:
-            out[key] = value or ''
-    return out
-
-
-def args_suffix(changed):
-    """_<key><value> each, the end of a sweep's name (--max_iters=10: _max_iters10; other characters become -)."""
-    return ''.join('_' + key + re.sub(r'[^A-Za-z0-9.+-]+', '-', value) for key, value in changed.items())
-
 
 class Sweep:
     """The sweep of ablate.sh's environment variables (env) and extra arguments (args), checked before anything is
@@ -154,17 +74,16 @@ class Sweep:
         self.profile = name = choice(env, 'PROFILE', 'full', tuple(PROFILES))
         profile, leak = PROFILES[name], choice(env, 'LEAK', 'none', ('none',) + LEAKS)
         self.analyzer, self.analysis = profile.analyzer, profile.analysis
-        # the name says every setting that changes what the runs are: <data>_<profile>[_leak_<LEAK> or _noncausal]
-        # [_sequential], so that no two kinds of run share a folder (a re-launch would skip or resume the other)
-        self.schedule, suffix = profile.schedule.split(), ''
+        causal = choice(env, 'CAUSAL', '1', ('1', '0')) == '1'
+        sequential = choice(env, 'WINDOWS', 'random', ('random', 'sequential')) == 'sequential'
+        self.schedule = profile.schedule.split()
         if leak != 'none':  # the causality check refuses a leak in a causal run
-            self.schedule, suffix = self.schedule + ['--causal=False', f'--leak={leak}'], f'_leak_{leak}'
-        if choice(env, 'CAUSAL', '1', ('1', '0')) == '0' and leak == 'none':  # a leak is non-causal already
-            self.schedule, suffix = self.schedule + ['--causal=False'], '_noncausal'
-        if choice(env, 'WINDOWS', 'random', ('random', 'sequential')) == 'sequential':
-            if profile.records:
-                raise Refused(f"WINDOWS=sequential walks a token stream; PROFILE={name} trains on fixed-length records")
-            self.schedule, suffix = self.schedule + ['--window_order=sequential'], suffix + '_sequential'
+            self.schedule += ['--causal=False', f'--leak={leak}']
+        elif not causal:
+            self.schedule += ['--causal=False']
+        if sequential and profile.records:
+            raise Refused(f"WINDOWS=sequential walks a token stream; PROFILE={name} trains on fixed-length records")
+        self.schedule += ['--window_order=sequential'] if sequential else []
         # the profile's own default, else (time_norm is a bug in Diff's subln) Diff's two for LEAK=time_norm
         default = profile.variants or ('diff diff_sym' if leak == 'time_norm' else DEFAULT_VARIANTS)
         prefix = 'llama_' if arch == 'llama' else profile.prefix
@@ -174,7 +93,7 @@ class Sweep:
         # extra arguments that change what the runs compute make a sweep of their own (--max_iters=10: _max_iters10),
         # so that they never join the profile's own folder, whose sweep_settings would then refuse the plain launch
         self.own = {} if env.get('SWEEP') else changed_by(self.schedule, args)
-        self.name = env.get('SWEEP') or f'{profile.data}_{name}{suffix}{args_suffix(self.own)}'
+        self.name = env.get('SWEEP') or sweep_name(name, leak, causal, sequential, self.own)
         self.root = f"{env.get('RUNS_DIR') or 'runs'}/{self.name}"
 
     def check_names(self):
@@ -213,22 +132,15 @@ class Sweep:
 
     def keep_settings(self, write=True):
         """root/sweep_settings, written where there is none (write), else compared: report.py averages a cell's runs
-        as seeds of one setting, and a re-launch would skip a finished run made with other settings."""
+        as seeds of one setting, and a re-launch would skip a finished run made with other settings. Of two launches
+        at once the first to lock keeps its settings, and the second is compared with them."""
         path, mine = os.path.join(self.root, 'sweep_settings'), self.settings()
-        if write and not os.path.exists(path):
+        if write:
             os.makedirs(self.root, exist_ok=True)
-            # a hard link makes the file whole and only where it is absent, so of two launches at once the first wins
-            # and the second is compared with it below (a check-then-write let both pass with different settings)
-            fd, tmp = tempfile.mkstemp(prefix='.sweep_settings.', dir=self.root)
-            with os.fdopen(fd, 'w') as f:
-                f.write('\n'.join(mine) + '\n')
-            try:
-                os.link(tmp, path)
-            except OSError:  # another launch's was first (FileExistsError), or no hard links on this file system
+            with lock_at(path + '.lock') as lock:
                 if not os.path.exists(path):
-                    os.replace(tmp, path)
-            if os.path.exists(tmp):
-                os.remove(tmp)
+                    write_text(path, '\n'.join(mine) + '\n')
+                os.unlink(lock.name)  # as rundir.py's: a launch waiting on this file locks a new one
         kept = [a for a in open(path).read().split('\n') if a] if os.path.exists(path) else mine
         if kept != mine:
             raise Refused('\n'.join([f"{self.root} holds runs made with other settings than this command's:"]
@@ -244,9 +156,7 @@ class Sweep:
         why = f" (a sweep of its own for {own}; SWEEP=<name> names it otherwise)" if own else ''
         return f"sweep {self.root}{why}" + (f"; no config, so left out: {' '.join(left)}" if left else '')
 
-
 # ----------------------------------------------------------------------------- the commands
-
 def launches(env, args):
     """One sweep, or with LRS one a rate, as SWEEP=<the sweep>_lr<rate> with --learning_rate=<rate> would be."""
     rates = (env.get('LRS') or '').split()
@@ -257,7 +167,6 @@ def launches(env, args):
         raise Refused("LRS gives each sweep its --learning_rate: drop --learning_rate= from the extra arguments")
     base = Sweep(env, args)
     return [Sweep(dict(env, SWEEP=f'{base.name}_lr{r}'), [*args, f'--learning_rate={r}']) for r in rates] or [base]
-
 
 def check(sweep):
     """Every config with the schedule and the extra arguments, as train.py checks them, before anything is kept: a
@@ -277,7 +186,6 @@ def check(sweep):
         except (ValueError, OSError) as e:
             raise Refused(f"{cfg} with the extra arguments and the profile's schedule: {e}") from None
 
-
 def slurm_task(env):
     """(task id, its run: line SLURM_ARRAY_TASK_ID of ABLATE_RUNS, "config folder seed"), or (None, None)."""
     task, listed = env.get('SLURM_ARRAY_TASK_ID'), env.get('ABLATE_RUNS')
@@ -290,12 +198,10 @@ def slurm_task(env):
     except (OSError, ValueError, IndexError):
         raise Refused(f"Slurm task {task} has no line in {listed}") from None
 
-
 def sbatch(*options):
     """sbatch --parsable: the job's id, or None where sbatch refused (its message on stderr)."""
     p = subprocess.run(['sbatch', '--parsable', *options], stdout=subprocess.PIPE, text=True)
     return p.stdout.strip().split(';')[0] if p.returncode == 0 else None
-
 
 def submit(sweep):
     """SLURM=1: the unfinished runs as a job array, a task each (ablate.sh again, on line k of a list of runs), and
@@ -329,9 +235,7 @@ def submit(sweep):
           f"resubmits whatever has not finished (stopped runs resume from their checkpoint).")
     return 0
 
-
 STOP = []  # the worker's signals between two runs (outside train.py's own handler): no other run starts
-
 
 def work(path):
     """`sweep.py worker RUNS`: RUNS' runs (a line each, train.py's arguments) one after another through train.py's
@@ -374,12 +278,11 @@ def work(path):
         status = 1 if rc not in (0, 75) else status
     return status
 
-
 # ----------------------------------------------------------------------------- progress
-
 class Progress:
-    """The progress line, from the run folders: a run is running from its train.log of this launch (at start) to its
-    summary.json or FAILED; its pace, an iteration's time between its first and last record of this launch."""
+    """The progress line: each run's state in this launch (the Runner's: skipped, running, done, failed, stopped or
+    busy; none yet: left), and a running run's pace, an iteration's time between its first and last record of this
+    launch in its log.jsonl."""
 
     def __init__(self, sweep, start):
         self.sweep, self.start, self.totals, self.first = sweep, start, {}, {}
@@ -387,23 +290,14 @@ class Progress:
     def total(self, cfg):
         """A run's last iteration: the last --max_iters given, else the config's (torch's import, once), else None."""
         if cfg not in self.totals:
-            args = self.sweep.schedule + self.sweep.args
-            given = [a.split('=', 1)[1] for a in args if a.startswith('--max_iters=')]
-            try:
+            args, self.totals[cfg] = self.sweep.schedule + self.sweep.args, None
+            with suppress(Exception), redirect_stdout(None):  # a config's notes (base_shakespeare_char.py's "no CUDA")
+                given = [a.split('=', 1)[1] for a in args if a.startswith('--max_iters=')]
                 if not given:
                     from config import parse_config
-                    with redirect_stdout(None):  # a config's notes (base_shakespeare_char.py's "no CUDA")
-                        given = [parse_config([cfg, *args])['max_iters']]
+                    given = [parse_config([cfg, *args])['max_iters']]
                 self.totals[cfg] = int(float(given[-1]))
-            except Exception:
-                self.totals[cfg] = None
         return self.totals[cfg]
-
-    def state(self, d):
-        def now_(name):  # written by this launch
-            return os.path.exists(f'{d}/{name}') and os.path.getmtime(f'{d}/{name}') >= self.start
-        return ('finished' if os.path.exists(f'{d}/summary.json') else 'failed' if now_('FAILED')
-                else 'running' if now_('train.log') else 'left')
 
     def run(self, cfg, d, now):
         """(words, seconds an iteration, seconds left) from the last whole record of its log.jsonl's tail."""
@@ -421,25 +315,23 @@ class Progress:
         eta = f' ETA {duration(left)}' if left is not None else ''
         return f"{name} {rec['iter']}" + (f'/{total}{eta}' if total else ''), pace, left
 
-    def line(self, now):
-        """The line, or None while no run of this launch is running."""
-        runs = [(cfg, d, self.state(d)) for cfg, d, _ in self.sweep.runs()]
-        states = [s for _, _, s in runs]
+    def line(self, now, state):
+        """The line, or None while no run of this launch is running (state: a run folder's, as above)."""
+        runs = [(cfg, d, state.get(d, 'left')) for cfg, d, _ in self.sweep.runs()]
+        n = Counter(s for _, _, s in runs)
         running = [self.run(cfg, d, now) for cfg, d, s in runs if s == 'running']
         if not running:
             return None
-        waiting, paces = [cfg for cfg, _, s in runs if s == 'left'], [p for _, p, _ in running if p]
-        counts = (f"{states.count('finished')} finished, {len(running)} running, {len(waiting)} left"
-                  + (f", {states.count('failed')} failed" if 'failed' in states else ''))
+        counts = (f"{n['skipped'] + n['done']} finished, {len(running)} running, {n['left']} left"
+                  + ''.join(f", {n[s]} {s}" for s in ('failed', 'busy') if n[s]))
         # the runs left at the mean pace so far, spread over the JOBS slots with the time the running ones need
+        paces = [p for _, p, _ in running if p]
         todo = [left for _, _, left in running] + [self.total(c) * sum(paces) / len(paces) if paces and self.total(c)
-                                                   else None for c in waiting]
+                                                   else None for c, _, s in runs if s == 'left']
         eta = f', ETA {duration(sum(todo) / min(self.sweep.jobs, len(todo)))}' if None not in todo else ''
         return f"sweep {self.sweep.root}: {counts}{eta} | " + ', '.join(words for words, _, _ in running)
 
-
 # ----------------------------------------------------------------------------- the runs
-
 def gpu_list(env):
     """GPUS, else CUDA_VISIBLE_DEVICES where it is set (empty: no GPU), else every GPU nvidia-smi lists, else none."""
     if env.get('GPUS') or 'CUDA_VISIBLE_DEVICES' in env:
@@ -450,11 +342,9 @@ def gpu_list(env):
         return []
     return [g for g in p.stdout.split('\n') if re.fullmatch('[0-9]+', g)] if p.returncode == 0 else []
 
-
 def lane_gpus(gpus, jobs, nproc):
     """Each of the JOBS lanes' CUDA_VISIBLE_DEVICES: its own group of NPROC GPUs, round robin where there are fewer."""
     return [','.join(gpus[(k * nproc + i) % len(gpus)] for i in range(nproc)) for k in range(jobs)] if gpus else []
-
 
 def locked(d):
     """Whether another process trains run folder d (train.py holds a lock on d/.lock while it runs)."""
@@ -465,7 +355,6 @@ def locked(d):
         return not isinstance(e, FileNotFoundError)
     return False
 
-
 def analyzed(analysis, d):
     """Whether d/analysis exists and is of the run's last checkpoint (the iteration of summary.json), not best.pt's."""
     try:
@@ -475,40 +364,36 @@ def analyzed(analysis, d):
         return False
     return done.get('iter', last) == last
 
-
 def mark_failed(d, rc=None):
-    """d/FAILED with exit status rc, or (rc None) an earlier attempt's removed; True, to be counted."""
+    """d/FAILED with exit status rc, or (rc None) an earlier attempt's removed; True."""
+    path = os.path.join(d, 'FAILED')
     if rc is not None:
-        with open(os.path.join(d, 'FAILED'), 'w') as f:
-            f.write(f'{rc}\n')
-    elif os.path.exists(os.path.join(d, 'FAILED')):
-        os.remove(os.path.join(d, 'FAILED'))
+        write_text(path, f'{rc}\n')
+    elif os.path.exists(path):
+        os.remove(path)
     return True
 
-
-def read(path):
+def tail(path, n):
+    """path's last n lines, each on a line of its own, indented; all of it as one string where n is None."""
     try:
         with open(path, errors='replace') as f:
-            return f.read()
+            text = f.read()
     except OSError:  # a worker killed before it made the run's train.log
-        return ''
-
-
-def tail(path, n):
-    return ''.join(f'\n         {t}' for t in read(path).splitlines()[-n:])
-
+        text = ''
+    return text if n is None else ''.join(f'\n         {t}' for t in text.splitlines()[-n:])
 
 class Runner:
     """A sweep's runs in JOBS lanes, each on its own GPUs, each process under setsid (apart from the terminal's
-    group): a Ctrl-C or SIGTERM gives each one TERM (train.py saves and exits 130), STOP_GRACE seconds later a KILL."""
+    group): a Ctrl-C or SIGTERM gives each one TERM (train.py saves and exits 130), STOP_GRACE seconds later a KILL.
+    state: what this launch did with each run folder (skipped, running, done, failed, stopped or busy)."""
 
     def __init__(self, sweep, task=None, run=None):
         self.sweep, self.env, self.task = sweep, sweep.env, task
         self.runs, self.jobs = ([run], 1) if task else (sweep.runs(), sweep.jobs)
         self.python, self.tty, self.lock = self.env.get('PYTHON') or 'python', sys.stdout.isatty(), threading.RLock()
-        self.procs, self.groups, self.busy = set(), [], []  # processes running now, every group started, runs left
+        self.procs, self.groups, self.state = set(), [], {}  # processes running now, every group started, the runs'
         self.stopping = self.refused = False
-        self.done = self.failed = self.failed_analysis = self.started = self.analyzed = 0
+        self.failed_analysis = self.analyzed = 0
         gpus = gpu_list(self.env)
         if gpus and sweep.nproc > len(gpus):
             raise Refused(f"NPROC={sweep.nproc} processes a run, but only {len(gpus)} GPU(s): {' '.join(gpus)}")
@@ -558,21 +443,25 @@ class Runner:
         resume = ['--init_from=resume', '--resume_strict=True'] if os.path.exists(os.path.join(d, 'ckpt.pt')) else []
         return [cfg, *self.sweep.schedule, f'--seed={seed}', f'--out_dir={d}', *resume, *self.sweep.args], resume
 
+    def started(self, d, resume):
+        self.state[d] = 'running'
+        self.say(f"run    {d} {' '.join(resume)}")
+
     def end(self, d, rc, seconds=0):
-        """Its line: stopped (130, or any exit during a stop: torchrun's 1), busy (75), FAILED or done. True."""
+        """Its state and line: stopped (130, or any exit during a stop: torchrun's 1), busy (75), FAILED or done."""
         log = os.path.join(d, 'train.log')
-        with self.lock:  # the lanes are threads: two counts at once lost one
+        with self.lock:
             if rc != 0 and (rc == 130 or self.stopping):
-                at = re.findall(r'stopped at iteration [0-9]+', read(log)) or ['']
+                self.state[d], at = 'stopped', re.findall(r'stopped at iteration [0-9]+', tail(log, None)) or ['']
                 self.say(f"stopped {d}: {at[-1]}")
             elif rc == 75:
-                self.busy.append(d)
+                self.state[d] = 'busy'
                 self.say(f"busy   {d}: another process is training it; left to it")
             elif rc != 0:
-                self.failed += mark_failed(d, rc)
+                self.state[d] = mark_failed(d, rc) and 'failed'
                 self.say(f"FAILED {d} (exit {rc}): tail of {log}:{tail(log, 5)}")
             else:
-                self.done += 1
+                self.state[d] = 'done'
                 self.say(f"done   {d} in {seconds:.0f}s")
         return True
 
@@ -591,7 +480,7 @@ class Runner:
                 self.failed_analysis += mark_failed(d, rc)
                 self.say(f"FAILED {d}: {what} (exit {rc}): tail of {log}:{tail(log, 3)}")
             elif rc == 0:
-                self.analyzed += d in self.skipped  # a run skipped now
+                self.analyzed += self.state.get(d) == 'skipped'  # a run skipped now
                 self.say(f"analyzed {d}")
 
     def lane(self, k, todo):
@@ -605,9 +494,7 @@ class Runner:
                 cfg, d, seed = todo.pop(0)
             if cfg and self.before(d):
                 (argv, resume), t0 = self.argv(cfg, d, seed), time.time()
-                with self.lock:
-                    self.started += 1
-                self.say(f"run    {d} {' '.join(resume)}")
+                self.started(d, resume)
                 rc = self.call(k, [self.python, *launch, 'train.py', *argv], os.path.join(d, 'train.log'))
                 if rc is not None:
                     self.end(d, rc, time.time() - t0)
@@ -616,18 +503,16 @@ class Runner:
 
     def worker_lane(self, k, share):
         """WORKER=1: lane k's runs (dealt in turn) in one `sweep.py worker`, its lines said as ours; the analyses."""
-        runs, ended = [(cfg, d, seed) for cfg, d, seed in share if cfg and self.before(d)], set()
+        runs = [(cfg, d, seed) for cfg, d, seed in share if cfg and self.before(d)]
         listed = os.path.join(self.sweep.root, f'.worker.{os.getpid()}.{k}')
 
         def said(line):
             what, _, d = line[8:].partition(' ') if line.startswith('worker: ') else ('', '', '')
             if what == 'run':
-                with self.lock:
-                    self.started += 1
-                self.say(f"run    {d} {' '.join(self.argv('', d, 0)[1])}")
+                self.started(d, self.argv('', d, 0)[1])
             elif what == 'end':
                 d, rc, seconds = d.rsplit(' ', 2)
-                ended.add(self.end(d, int(rc), float(seconds)) and d)
+                self.end(d, int(rc), float(seconds))
             else:
                 self.say(f"         {line}")  # the worker's own words (an error before or between runs)
         if runs:
@@ -635,9 +520,9 @@ class Runner:
                 f.writelines(shlex.join(self.argv(*r)[0]) + '\n' for r in runs)
             rc = self.call(k, [self.python, 'sweep.py', 'worker', listed], os.devnull, each_line=said)
             os.remove(listed)
-            for d in [d for _, d, _ in runs if d not in ended] if rc is not None and not self.stopping else ():
+            for d in [d for _, d, _ in runs if self.state.get(d) in (None, 'running')] if not self.stopping else ():
                 with self.lock:  # its worker crashed, or was killed
-                    self.failed += mark_failed(d, rc)
+                    self.state[d] = mark_failed(d, rc) and 'failed'
                     self.say(f"FAILED {d}: its worker ended (exit {rc}) before this run did; see {d}/train.log")
         for _, d, _ in share if self.sweep.analyze else ():
             self.analyze(k, d)
@@ -653,10 +538,8 @@ class Runner:
 
     def kill(self):
         for pgid in self.groups:
-            try:
+            with suppress(OSError):  # the group has ended
                 os.killpg(pgid, signal.SIGKILL)
-            except OSError:
-                pass
 
     def wait_for(self, lanes):
         """Until the lanes end: the progress line (a terminal's redrawn each second, cleared by say(); elsewhere every
@@ -668,7 +551,7 @@ class Runner:
             if every and not self.task and time.time() >= due:
                 due = time.time() + (1 if self.tty else every)
                 try:  # a folder half-written (a run starting) waits for the next look
-                    text = progress.line(time.time())
+                    text = progress.line(time.time(), self.state)
                 except (OSError, ValueError, KeyError, TypeError):
                     text = None
                 with self.lock:
@@ -680,8 +563,7 @@ class Runner:
             deadline = deadline or (self.stopping and time.time() + grace)
             if deadline and time.time() > deadline and self.procs:
                 self.say(f"ablate.sh: {len(self.procs)} run(s) still running {grace:.0f}s after the stop: killed "
-                         f"(SIGKILL; STOP_GRACE=<seconds> waits longer); a re-launch resumes them from their last "
-                         f"checkpoint")
+                         f"(SIGKILL; STOP_GRACE=<seconds> waits longer); a re-launch resumes each from its checkpoint")
                 deadline = float('inf')
                 self.kill()
         if self.tty:
@@ -698,13 +580,12 @@ class Runner:
                   f"back to back (WORKER=0: a process a run)", flush=True)
         if self.jobs > 1 and not os.environ.get('TORCHINDUCTOR_COMPILE_THREADS'):  # torch.compile's workers share
             os.environ['TORCHINDUCTOR_COMPILE_THREADS'] = str(max(1, (os.cpu_count() or 1) // self.jobs))  # the cores
-        todo = []  # (None, folder, seed) for a finished run: an analysis only, where ANALYZE=1 wants one
-        for cfg, d, seed in self.runs:
+        for _, d, _ in self.runs:
             if os.path.exists(os.path.join(d, 'summary.json')):
-                cfg = self.say(f"skip   {d} (finished)")
-            todo.append((cfg, d, seed))
-        self.skipped = {d for cfg, d, _ in todo if cfg is None}  # not by mtime: file clocks lag
-        skipped, shared = sum(cfg is None for cfg, _, _ in todo), list(todo)
+                self.state[d] = 'skipped'
+                self.say(f"skip   {d} (finished)")
+        todo = [(None if d in self.state else cfg, d, seed) for cfg, d, seed in self.runs]  # None: an analysis only
+        shared = list(todo)
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, self.on_stop)
         lanes = [threading.Thread(target=self.worker_lane, args=(k, todo[k::self.jobs])) if self.worker else
@@ -716,21 +597,20 @@ class Runner:
             return 2
         if self.stopping:
             self.kill()  # what a run left behind it, in its process group
-            left = len(todo) - skipped - self.started - len(self.busy)
+            left = sum(d not in self.state for _, d, _ in self.runs)
             self.say(f"ablate.sh: interrupted ({left} run(s) not started); re-launch the same command to continue")
             return 130
-        skipped = f"{skipped} skipped" + (f" ({self.analyzed} of them analyzed now)" if sweep.analyze else '')
-        self.say(f"sweep {sweep.root}: {self.done} run, {skipped}, {self.failed} failed, {len(self.busy)} busy "
-                 f"elsewhere, {time.time() - self.start:.0f}s")
+        n, analyzed = Counter(self.state.values()), f" ({self.analyzed} of them analyzed now)" if sweep.analyze else ''
+        self.say(f"sweep {sweep.root}: {n['done']} run, {n['skipped']} skipped{analyzed}, {n['failed']} failed, "
+                 f"{n['busy']} busy elsewhere, {time.time() - self.start:.0f}s")
         rc = 0 if self.task else subprocess.call([self.python, 'report.py', sweep.root])
-        if self.failed:
-            self.say(f"ablate.sh: {self.failed} run(s) failed (see FAILED above and their train.log); re-launch to "
+        if n['failed']:
+            self.say(f"ablate.sh: {n['failed']} run(s) failed (see FAILED above and their train.log); re-launch to "
                      f"retry them", sys.stderr)
         if self.failed_analysis:
             self.say(f"ablate.sh: {sweep.analyzer} failed on {self.failed_analysis} finished run(s) (see analyze.log); "
                      f"re-launch with ANALYZE=1", sys.stderr)
-        return 1 if self.failed or self.failed_analysis else rc
-
+        return 1 if n['failed'] or self.failed_analysis else rc
 
 def run(env, args):
     """The command's sweeps, all their settings checked first; the exit status."""
@@ -744,7 +624,6 @@ def run(env, args):
             return 130
         rc = 1 if 1 in (rc, status) else status or rc
     return rc
-
 
 def main(argv):
     command, args = argv[0] if argv else '', argv[1:]
@@ -765,7 +644,6 @@ def main(argv):
         print(f'ablate.sh: {e}', file=sys.stderr)
         return 2
     return 0
-
 
 if __name__ == '__main__':
     sys.exit(main(sys.argv[1:]))

@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 import report  # noqa: E402
 from output import pyplot, save_figure  # noqa: E402
 from report import NAMES, compare, finished, load_runs, paired_groups, provenance, run_file  # noqa: E402
-from sweep import PROFILES  # noqa: E402
+from profiles import PROFILES  # noqa: E402
 from variants import SEED_VARIANTS  # noqa: E402
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository's root
@@ -439,7 +439,7 @@ RULE = f"""\
 *mixed*: runs are alike only in processor, number format, code era, execution path and CPU threads; a run with an
 unknown is alike to no other. *inferred*: from the pages' text (`evidence/backfill_provenance.py`). README's
 findings: a claim's weakest part; a part's row by the claim's own dataset (note 001's: Shakespeare), then a
-decision on {MIN_SEEDS} seeds of one group, the seed's setting (`sweep.py`'s `full`), more seeds, no selection, the
+decision on {MIN_SEEDS} seeds of one group, the seed's setting (`profiles.py`'s `full`), more seeds, no selection, the
 order of `TESTS`, and among its decided rows the weakest."""
 
 

@@ -16,6 +16,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+import profiles  # noqa: E402
 import report  # noqa: E402
 import sweep as sweep_py  # noqa: E402
 from sweep import Refused, Sweep  # noqa: E402
@@ -143,7 +144,7 @@ def test_a_sweep_runs_each_pair_with_a_config_skips_finished_runs_resumes_stoppe
                                                'configs/diff_gated_6L.py']
     assert out.splitlines()[0] == f'ablate.sh: sweep {root}; no config, so left out: diff_gated_3L'
     # the profile's schedule, then the run's seed and folder, then the extra arguments (train.py's last value wins)
-    cpu = sweep_py.PROFILES['cpu'].schedule.split()
+    cpu = profiles.PROFILES['cpu'].schedule.split()
     assert calls(tmp_path)[0][1:] == ['configs/nanogpt_3L.py', *cpu, '--seed=1337', f'--out_dir={root}/nanogpt_3L_s1337',
                                       *TINY]
     assert out.count('done   ') == 5 and f'sweep {root}: 5 run, 0 skipped, 0 failed, 0 busy elsewhere' in out
@@ -609,7 +610,7 @@ def test_the_sweep_s_name_says_every_setting_that_changes_its_runs(extra, name, 
     kinds sharing a sweep would mix); --causal=False is passed once, also where a leak implies it (the causality check
     refuses a leak in a causal run)."""
     s = Sweep(dict(PROFILE='cpu_long', **extra), [])
-    assert s.name == name and s.schedule == sweep_py.PROFILES['cpu_long'].schedule.split() + schedule
+    assert s.name == name and s.schedule == profiles.PROFILES['cpu_long'].schedule.split() + schedule
 
 
 def test_leak_windows_and_the_profiles_name_their_runs_and_refuse_what_they_cannot_run():
@@ -631,8 +632,8 @@ def test_the_tables_name_variants_that_have_configs():
     """Each profile's default variants are rows of variants.py's table with a config at each default depth (under
     the profile's prefix), and report.py's comparisons name the table's variants (diffv2: configs/needle_diffv2.py)."""
     import variants
-    for name, profile in sweep_py.PROFILES.items():
-        assert set((profile.variants or sweep_py.DEFAULT_VARIANTS).split()) <= set(variants.VARIANTS), name
+    for name, profile in profiles.PROFILES.items():
+        assert set((profile.variants or profiles.DEFAULT_VARIANTS).split()) <= set(variants.VARIANTS), name
         assert Sweep(dict(PROFILE=name), []).configs(), name
     for measure, pairs in report.PAIRS.items():
         assert {v for pair in pairs for v in pair} - set(variants.VARIANTS) <= {'diffv2'}, measure
@@ -642,7 +643,7 @@ def test_the_demo_profile_evaluates_often_enough_for_its_curves():
     """The demo's schedule evaluates at 11 iterations of its 100 (it had 3): each val curve of the demo's report has
     that many points."""
     from config import parse_config
-    c = parse_config(['configs/nanogpt_3L.py', *sweep_py.PROFILES['demo'].schedule.split()])
+    c = parse_config(['configs/nanogpt_3L.py', *profiles.PROFILES['demo'].schedule.split()])
     assert len(range(0, c['max_iters'] + 1, c['eval_interval'])) == 11
 
 
@@ -916,6 +917,14 @@ def test_ablate_sh_is_bash_3_2():
     assert [n for n, _, _ in bash4_constructs(sample)] == [1, 2, 3, 4, 5, 6, 7, 8, 11]
 
 
+
+def test_the_sweep_a_user_reads_stays_short():
+    """ablate.sh and sweep.py, the sweep's whole loop, at most 700 lines together, and ablate.sh's header (what
+    --help prints) at most 40: the details live in docs/details.md, the profiles in profiles.py."""
+    script = open(os.path.join(ROOT, 'ablate.sh')).read().splitlines()
+    loop = len(script) + len(open(os.path.join(ROOT, 'sweep.py')).read().splitlines())
+    assert loop <= 700 and script.index('set -u') - 1 <= 40, (loop, script.index('set -u') - 1)
+
 # ----------------------------------------------------------------------------- the progress line
 
 def _record(run, it, t, **kw):
@@ -926,41 +935,31 @@ def _record(run, it, t, **kw):
     os.utime(run / 'log.jsonl', (t, t))
 
 
-def _touch(path, t):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text('')
-    os.utime(path, (t, t))
-
-
 def test_progress_says_runs_done_running_and_left_with_each_run_s_iteration_and_eta(tmp_path):
-    """The line read from the run folders: finished (summary.json), failed (a FAILED of this launch), running (a
-    train.log touched since the launch) and left; a running run's iteration of its max_iters (the profile's 150), its
-    ETA at its pace over this launch, evaluations included (ms_per_iter before a second record), and the sweep's ETA
-    with the runs left at the mean pace over JOBS slots."""
+    """The line from the runner's state of each run (finished: skipped or done; running; failed; left: none yet) and
+    the run folders' log.jsonl: a running run's iteration of its max_iters (the profile's 150), its ETA at its pace
+    over this launch, evaluations included (ms_per_iter before a second record), and the sweep's ETA with the runs
+    left at the mean pace over JOBS slots."""
     sw = Sweep(dict(PROFILE='cpu', VARIANTS='nanogpt diff_sym', DEPTHS='3L', SEEDS='1 2 3',
-                                      SWEEP='t', RUNS_DIR=str(tmp_path), JOBS='2'), [])
+                    SWEEP='t', RUNS_DIR=str(tmp_path), JOBS='2'), [])
     start = 1_000_000.0
     root = tmp_path / 't'
-    _touch(root / 'nanogpt_3L_s1' / 'summary.json', start - 500)  # finished before this launch: skipped
-    _touch(root / 'nanogpt_3L_s3' / 'FAILED', start - 500)  # failed before: left until it starts again
-    _touch(root / 'diff_sym_3L_s2' / 'train.log', start - 500)  # a resume of an earlier launch's run, not started yet
     run = root / 'diff_sym_3L_s1'
-    _touch(run / 'train.log', start + 1)
-    _record(run, 90, start - 400)  # the earlier launch's log: not this launch's pace
+    state = {str(root / 'nanogpt_3L_s1'): 'skipped', str(run): 'running'}
+    _record(run, 90, start - 400)  # a resumed run's log of an earlier launch: not this launch's pace
     progress = sweep_py.Progress(sw, start)
-    assert progress.line(start + 5) == f'sweep {root}: 1 finished, 1 running, 4 left | diff_sym_3L_s1 starting'
+    assert progress.line(start + 5, state) == f'sweep {root}: 1 finished, 1 running, 4 left | diff_sym_3L_s1 starting'
     _record(run, 10, start + 10, ms_per_iter=500.0)  # the first record: 140 left at 0.5 s
-    assert progress.line(start + 10).endswith('| diff_sym_3L_s1 10/150 ETA 1m 10s')
+    assert progress.line(start + 10, state).endswith('| diff_sym_3L_s1 10/150 ETA 1m 10s')
     _record(run, 30, start + 30)  # `20 iterations / 20 s`: `150 - 30 = 120 s` left, less the `5 s` since its record
-    line = progress.line(start + 35)
+    line = progress.line(start + 35, state)
     # the four left at `150 s` each and the running one's `115 s`, over two slots: `(4 * 150 + 115) / 2 = 357.5 s`
     assert line == f'sweep {root}: 1 finished, 1 running, 4 left, ETA 5m 58s | diff_sym_3L_s1 30/150 ETA 1m 55s'
-    _touch(root / 'nanogpt_3L_s2' / 'train.log', start + 40)
-    _touch(root / 'nanogpt_3L_s2' / 'FAILED', start + 41)
-    _touch(root / 'nanogpt_3L_s1' / 'train.log', start + 40)  # a finished run is finished, whatever its log
-    assert progress.line(start + 45).startswith(f'sweep {root}: 1 finished, 1 running, 3 left, 1 failed, ETA ')
-    _touch(run / 'summary.json', start + 50)
-    assert progress.line(start + 50) is None  # nothing running: nothing to say
+    state.update({str(root / 'nanogpt_3L_s2'): 'failed', str(root / 'nanogpt_3L_s3'): 'busy'})
+    line = progress.line(start + 45, state)
+    assert line.startswith(f'sweep {root}: 1 finished, 1 running, 2 left, 1 failed, 1 busy, ETA '), line
+    state[str(run)] = 'done'
+    assert progress.line(start + 50, state) is None  # nothing running: nothing to say
 
 
 def test_ablate_shows_progress_before_its_last_line(tmp_path):

@@ -114,7 +114,7 @@ def sweep_models():
     import glob
     import re
     from config import MODEL_KEYS, parse_config
-    from sweep import LEAKS
+    from profiles import LEAKS
     smallest = {}  # each variant's config at its smallest depth in layers (3L before 6L; 124M only where alone)
     for path in glob.glob(os.path.join(ROOT, 'configs', '*.py')):
         m = re.match(r'(.+)_(\d+)(L|M)\.py$|(needle_.+)\.py$', os.path.basename(path))
