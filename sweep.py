@@ -391,7 +391,7 @@ class Runner:
         self.sweep, self.env, self.task = sweep, sweep.env, task
         self.runs, self.jobs = ([run], 1) if task else (sweep.runs(), sweep.jobs)
         self.python, self.tty, self.lock = self.env.get('PYTHON') or 'python', sys.stdout.isatty(), threading.RLock()
-        self.procs, self.groups, self.state = set(), [], {}  # processes running now, every group started, the runs'
+        self.procs, self.groups, self.state = set(), [], {}  # processes running now, every group, each run's state
         self.stopping = self.refused = False
         self.failed_analysis = self.analyzed = 0
         gpus = gpu_list(self.env)
