@@ -373,14 +373,15 @@ def mark_failed(d, rc=None):
         os.remove(path)
     return True
 
-def tail(path, n):
-    """path's last n lines, each on a line of its own, indented; all of it as one string where n is None."""
+def read(path):
     try:
         with open(path, errors='replace') as f:
-            text = f.read()
+            return f.read()
     except OSError:  # a worker killed before it made the run's train.log
-        text = ''
-    return text if n is None else ''.join(f'\n         {t}' for t in text.splitlines()[-n:])
+        return ''
+
+def tail(path, n):
+    return ''.join(f'\n         {t}' for t in read(path).splitlines()[-n:])
 
 class Runner:
     """A sweep's runs in JOBS lanes, each on its own GPUs, each process under setsid (apart from the terminal's
@@ -452,7 +453,7 @@ class Runner:
         log = os.path.join(d, 'train.log')
         with self.lock:
             if rc != 0 and (rc == 130 or self.stopping):
-                self.state[d], at = 'stopped', re.findall(r'stopped at iteration [0-9]+', tail(log, None)) or ['']
+                self.state[d], at = 'stopped', re.findall(r'stopped at iteration [0-9]+', read(log)) or ['']
                 self.say(f"stopped {d}: {at[-1]}")
             elif rc == 75:
                 self.state[d] = 'busy'

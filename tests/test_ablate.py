@@ -917,13 +917,13 @@ def test_ablate_sh_is_bash_3_2():
     assert [n for n, _, _ in bash4_constructs(sample)] == [1, 2, 3, 4, 5, 6, 7, 8, 11]
 
 
-
 def test_the_sweep_a_user_reads_stays_short():
     """ablate.sh and sweep.py, the sweep's whole loop, at most 700 lines together, and ablate.sh's header (what
     --help prints) at most 40: the details live in docs/details.md, the profiles in profiles.py."""
     script = open(os.path.join(ROOT, 'ablate.sh')).read().splitlines()
     loop = len(script) + len(open(os.path.join(ROOT, 'sweep.py')).read().splitlines())
     assert loop <= 700 and script.index('set -u') - 1 <= 40, (loop, script.index('set -u') - 1)
+
 
 # ----------------------------------------------------------------------------- the progress line
 
